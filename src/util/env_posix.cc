@@ -1,0 +1,221 @@
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "util/env.h"
+#include "trainscope/types.h"
+
+namespace trainscope {
+namespace {
+
+Status PosixError(const std::string& context, int err) {
+  std::string msg = context + ": " + std::strerror(err);
+  if (err == ENOENT) return Status::NotFound(msg);
+  return Status::IOError(msg);
+}
+
+class PosixWritableFile : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status Append(std::string_view data) override {
+    const char* p = data.data();
+    size_t left = data.size();
+    while (left > 0) {
+      ssize_t n = ::write(fd_, p, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return PosixError(path_, errno);
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+      size_ += static_cast<uint64_t>(n);
+    }
+    return Status::OK();
+  }
+  Status Sync() override {
+    if (::fdatasync(fd_) != 0) return PosixError(path_, errno);
+    return Status::OK();
+  }
+  Status Close() override {
+    if (fd_ < 0) return Status::OK();
+    int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) return PosixError(path_, errno);
+    return Status::OK();
+  }
+  uint64_t size() const override { return size_; }
+
+ private:
+  std::string path_;
+  int fd_;
+  uint64_t size_;
+};
+
+Status SyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return PosixError(dir, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return PosixError(dir, err);
+  return Status::OK();
+}
+
+}  // namespace
+
+Env* Env::Default() {
+  static Env* env = new Env();  // never destroyed: safe from other threads at exit
+  return env;
+}
+
+std::string JoinPath(std::string_view a, std::string_view b) {
+  if (a.empty()) return std::string(b);
+  std::string out(a);
+  if (out.back() != '/') out.push_back('/');
+  out.append(b);
+  return out;
+}
+
+Result<std::unique_ptr<WritableFile>> Env::NewAppendableFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return PosixError(path, errno);
+  struct stat st;
+  uint64_t size = 0;
+  if (::fstat(fd, &st) == 0) size = static_cast<uint64_t>(st.st_size);
+  return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd, size));
+}
+
+Status Env::CreateDirs(const std::string& path) {
+  if (path.empty()) return Status::InvalidArgument("empty directory path");
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return PosixError(cur, errno);
+  }
+  if (!IsDirectory(path)) return Status::IOError(path + ": exists and is not a directory");
+  return Status::OK();
+}
+
+Result<std::vector<std::string>> Env::ListDir(const std::string& path) {
+  DIR* d = ::opendir(path.c_str());
+  if (!d) return PosixError(path, errno);
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool Env::FileExists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+bool Env::IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+Result<uint64_t> Env::FileSize(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return PosixError(path, errno);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+Status Env::ReadAt(const std::string& path, uint64_t offset, size_t n, std::string* out) {
+  out->clear();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return PosixError(path, errno);
+  out->resize(n);
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::pread(fd, out->data() + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return PosixError(path, err);
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  out->resize(got);
+  return Status::OK();
+}
+
+Status Env::ReadFile(const std::string& path, std::string* out) {
+  auto size = FileSize(path);
+  if (!size.ok()) return size.status();
+  return ReadAt(path, 0, static_cast<size_t>(*size), out);
+}
+
+Status Env::WriteFileAtomic(const std::string& path, std::string_view contents) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return PosixError(tmp, errno);
+  const char* p = contents.data();
+  size_t left = contents.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return PosixError(tmp, err);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return PosixError(tmp, err);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return PosixError(path, err);
+  }
+  size_t slash = path.rfind('/');
+  return SyncDir(slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash));
+}
+
+Status Env::RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0) return PosixError(path, errno);
+  return Status::OK();
+}
+
+Status Env::RenameFile(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) return PosixError(from, errno);
+  return Status::OK();
+}
+
+int64_t Env::NowMicros() { return trainscope::NowMicros(); }
+
+int64_t Env::MonotonicMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void Env::SleepMicros(int64_t us) { std::this_thread::sleep_for(std::chrono::microseconds(us)); }
+
+}  // namespace trainscope
