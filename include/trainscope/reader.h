@@ -1,0 +1,118 @@
+// trainscope/reader.h — reads a run directory, also while it is being written.
+//
+// RunReader::Open indexes every stream's segments; Refresh() picks up records appended since
+// the last call (new segments included), so a live run is tailed without reopening. Summaries,
+// scalars, steps, system samples and events are kept in memory; raw tensor bytes are read from
+// disk on demand. Corrupt regions are skipped and counted (never returned), torn tails are
+// ignored, unknown record types are skipped (docs/format.md, "What a reader does").
+//
+// Thread-safety: a RunReader is used by one thread at a time (external locking otherwise).
+// Pointers/references it returns stay valid until the next Refresh().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainscope/run.h"
+#include "trainscope/status.h"
+#include "trainscope/types.h"
+
+namespace trainscope {
+
+// Callbacks for records as they are decoded during Open()/Refresh(), in file order per stream.
+// Used by the rules engine to evaluate as data arrives. Default implementations ignore.
+class RecordVisitor {
+ public:
+  virtual ~RecordVisitor() = default;
+  virtual void OnScalar(const std::string& stream, const ScalarRecord& r) {}
+  virtual void OnSummary(const std::string& stream, const SummaryRecord& r) {}
+  // Raw tensors are announced once complete; fetch the bytes with RunReader::Raw().
+  virtual void OnRawTensor(const std::string& stream, const std::string& name, int64_t step,
+                           Mode mode) {}
+  virtual void OnStep(const std::string& stream, const StepRecord& r) {}
+  virtual void OnSystemSample(const std::string& stream, const SystemSampleRecord& r) {}
+  virtual void OnRuleEvent(const std::string& stream, const RuleEventRecord& r) {}
+  virtual void OnEvent(const std::string& stream, const EventRecord& r) {}
+  virtual void OnWriterStats(const std::string& stream, const WriterStatsRecord& r) {}
+};
+
+// What the reader saw while reading (cumulative).
+struct ReadStats {
+  uint64_t segments = 0;
+  uint64_t records = 0;
+  uint64_t bytes = 0;             // bytes of valid records
+  uint64_t corrupt_regions = 0;   // stretches skipped because of bad checksums/framing
+  uint64_t corrupt_bytes = 0;     // bytes in those stretches
+  uint64_t torn_tail_bytes = 0;   // incomplete last record of a segment whose writer is gone
+  uint64_t unknown_records = 0;   // records of a type this reader does not know (skipped)
+  uint64_t undecodable_records = 0;  // checksum ok but payload malformed (skipped)
+  std::vector<std::string> problems;  // human-readable, with file and byte offset (capped)
+};
+
+struct TensorKey {
+  std::string name;
+  int64_t step;
+  Mode mode;
+  auto operator<=>(const TensorKey&) const = default;
+};
+
+class RunReader {
+ public:
+  static Result<std::unique_ptr<RunReader>> Open(const std::string& run_dir,
+                                                 RecordVisitor* visitor = nullptr);
+  ~RunReader();
+
+  // Reads what was appended since the last call. Returns the number of new records.
+  Result<size_t> Refresh();
+
+  const std::string& run_dir() const;
+  const RunManifest& manifest() const;  // default-constructed when run.json is missing
+  std::vector<std::string> Streams() const;  // all stream directories, sorted
+  std::vector<std::string> Workers() const;  // streams named worker-*
+  // True while the stream's writer process still holds its lock (a live run).
+  bool StreamLive(const std::string& stream) const;
+  // True when every stream has written its end-of-stream event or its writer is gone.
+  bool Ended() const;
+
+  // Names of tensors with summaries or raw data; filters: collection = the part before the
+  // first '/', regex = ECMAScript regex searched in the full name (std::regex_search).
+  std::vector<std::string> TensorNames(const std::string& collection = "",
+                                       const std::string& regex = "") const;
+  std::vector<std::string> ScalarNames() const;
+  // Steps at which anything was recorded (kGlobal: all modes); sorted, unique.
+  std::vector<int64_t> Steps(Mode mode = Mode::kGlobal, const std::string& worker = "") const;
+  std::vector<Mode> Modes() const;
+  std::vector<int64_t> TensorSteps(const std::string& name, Mode mode = Mode::kGlobal,
+                                   const std::string& worker = "") const;
+  bool HasRaw(const std::string& name, int64_t step, Mode mode = Mode::kGlobal,
+              const std::string& worker = "") const;
+
+  // worker "" means the first stream that has the data. Mode kGlobal matches any mode.
+  const SummaryRecord* Summary(const std::string& name, int64_t step, Mode mode = Mode::kGlobal,
+                               const std::string& worker = "") const;
+  Result<RawTensorRecord> Raw(const std::string& name, int64_t step, Mode mode = Mode::kGlobal,
+                              const std::string& worker = "") const;
+  // All values of a scalar series, ordered by step.
+  std::vector<ScalarRecord> Scalar(const std::string& name, Mode mode = Mode::kGlobal,
+                                   const std::string& worker = "") const;
+  const std::vector<SummaryRecord>& Summaries(const std::string& stream) const;
+  const std::vector<StepRecord>& StepRecords(const std::string& stream) const;
+  const std::vector<SystemSampleRecord>& SystemSamples(const std::string& stream) const;
+  std::vector<RuleEventRecord> RuleEvents() const;  // all streams, by wall time
+  std::vector<EventRecord> Events() const;          // all streams, by wall time
+  std::optional<WriterStatsRecord> LastWriterStats(const std::string& stream) const;
+  // Bytes on disk per collection (tensor-name prefix; "steps", "system", "events" for others).
+  std::map<std::string, uint64_t> BytesByCollection() const;
+  const ReadStats& stats() const;
+
+ private:
+  class Impl;
+  explicit RunReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainscope

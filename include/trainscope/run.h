@@ -1,0 +1,49 @@
+// trainscope/run.h — the run directory and its manifest (docs/format.md, "Run directory").
+//
+//   RUN/run.json            manifest (this struct, as JSON)
+//   RUN/<stream>/           one writer per stream: "worker-<rank>" for training processes,
+//                           "monitor-<host>" for `trainscope run`'s system monitor,
+//                           "watch-<pid>" for a `trainscope watch` process's rule events
+//   RUN/control/            requests to the training process (e.g. control/stop.json)
+//   RUN/profile/            framework traces for the profiled window
+//   RUN/report/             report.html, summary.json
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainscope/status.h"
+
+namespace trainscope {
+
+constexpr int kRunSchemaVersion = 1;
+
+struct RunManifest {
+  int schema_version = kRunSchemaVersion;
+  std::string id;        // unique run id (generated when empty)
+  std::string name;      // human name (defaults to the directory's base name)
+  std::vector<std::string> command;  // argv of the training process, if known
+  std::string host;
+  int64_t pid = 0;
+  int64_t start_us = 0;  // wall clock, µs since the epoch
+  std::string config_json = "{}";  // the configuration the run was started with (JSON object)
+  std::string framework;           // "pytorch 1.13.1", "libtorch", "" ...
+};
+
+// Creates RUN/ and writes run.json if it does not exist yet (atomically). If run.json already
+// exists (another process of the same run created it — e.g. `trainscope run` before the
+// hook), it is left as is and read back into *manifest. Fills id/host/pid/start_us when empty.
+Status CreateOrOpenRun(const std::string& run_dir, RunManifest* manifest);
+Result<RunManifest> ReadManifest(const std::string& run_dir);
+std::string ManifestToJson(const RunManifest& m);
+Result<RunManifest> ManifestFromJson(const std::string& json);
+
+// Control requests (watchers and the dashboard ask the training process to stop).
+// RequestStop writes RUN/control/stop.json atomically with the reason; StopRequested checks it
+// (one stat() call — cheap enough for every step boundary).
+Status RequestStop(const std::string& run_dir, const std::string& reason,
+                   const std::string& requested_by);
+bool StopRequested(const std::string& run_dir, std::string* reason = nullptr);
+
+}  // namespace trainscope

@@ -1,0 +1,75 @@
+// trainscope/writer.h — appends records to one stream of a run (RUN/<stream>/seg-*.tsseg).
+//
+// Thread-safety: every Add* method may be called from any thread, concurrently. They copy or
+// move the record into a bounded in-memory queue and return at once — they never wait on disk,
+// never throw, and return false when the record was dropped (queue full, writer failed or
+// closed). One background thread owned by the Writer encodes, compresses, checksums, writes,
+// flushes and rotates segments. I/O errors (disk full...) are counted, logged once, and turn
+// further records into counted drops; they never reach the caller as an exception.
+// Close() (or the destructor) drains the queue, writes the segment footer and joins the thread.
+// Only one Writer may own a stream directory at a time (enforced with flock on RUN/<stream>/LOCK).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "trainscope/run.h"
+#include "trainscope/status.h"
+#include "trainscope/types.h"
+
+namespace trainscope {
+
+class Env;
+
+struct WriterOptions {
+  std::string run_dir;
+  std::string stream = "worker-0";
+  size_t queue_max_records = 65536;         // records waiting for the writer thread
+  size_t queue_max_bytes = 256u << 20;      // payload bytes waiting (raw tensors count fully)
+  int64_t flush_interval_ms = 200;          // at most this long between flushes of data...
+  size_t flush_bytes = 1u << 20;            // ...or this many buffered bytes
+  bool sync_on_flush = false;               // also fdatasync at each flush
+  uint64_t segment_max_bytes = 128u << 20;  // rotate after this many bytes...
+  int64_t segment_max_seconds = 3600;       // ...or this long
+  int zstd_level = 1;                       // raw tensors; 0 stores them uncompressed
+  size_t raw_chunk_bytes = 4u << 20;        // raw tensors are split into chunks this large
+  int64_t stats_interval_ms = 5000;         // period of WriterStats records (also on close)
+  uint64_t byte_budget = 0;                 // 0: unlimited; else drop raw tensors, then all
+  Env* env = nullptr;                       // nullptr: Env::Default()
+};
+
+class Writer {
+ public:
+  // Opens (creating as needed) RUN/<stream>/ and starts the writer thread. The run directory
+  // must exist or be creatable; run.json is not touched (see CreateOrOpenRun).
+  static Result<std::unique_ptr<Writer>> Open(const WriterOptions& options);
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  bool AddScalar(ScalarRecord r);
+  bool AddSummary(SummaryRecord r);
+  bool AddRawTensor(RawTensorRecord r);
+  bool AddStep(const StepRecord& r);
+  bool AddSystemSample(SystemSampleRecord r);
+  bool AddRuleEvent(RuleEventRecord r);
+  bool AddEvent(EventRecord r);
+
+  // Blocks until every record added before the call is written and flushed (not synced unless
+  // sync_on_flush). Not for the training thread's hot path; fine at checkpoints and close.
+  void Flush();
+  // Drains, writes footers, records final WriterStats, joins the thread. Idempotent. Returns
+  // the first I/O error seen (records after it were dropped and counted).
+  Status Close();
+
+  WriterStatsRecord stats() const;  // a snapshot of the counters
+  const std::string& stream_dir() const;
+
+ private:
+  class Impl;
+  explicit Writer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainscope
