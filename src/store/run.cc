@@ -1,0 +1,134 @@
+#include "trainscope/run.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "trainscope/types.h"
+#include "util/env.h"
+
+namespace trainscope {
+namespace {
+
+std::string HostName() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string NewRunId(int64_t now_us) {
+  std::random_device rd;
+  std::mt19937_64 rng((static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(now_us));
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%llx-%06llx", static_cast<unsigned long long>(now_us / 1000000),
+                static_cast<unsigned long long>(rng() & 0xffffff));
+  return buf;
+}
+
+std::string BaseName(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+}  // namespace
+
+std::string ManifestToJson(const RunManifest& m) {
+  nlohmann::json j;
+  j["schema_version"] = m.schema_version;
+  j["id"] = m.id;
+  j["name"] = m.name;
+  j["command"] = m.command;
+  j["host"] = m.host;
+  j["pid"] = m.pid;
+  j["start_us"] = m.start_us;
+  auto cfg = nlohmann::json::parse(m.config_json.empty() ? "{}" : m.config_json, nullptr, false);
+  j["config"] = cfg.is_discarded() ? nlohmann::json::object() : cfg;
+  j["framework"] = m.framework;
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+Result<RunManifest> ManifestFromJson(const std::string& json) {
+  auto j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Corruption("run.json is not a JSON object");
+  RunManifest m;
+  try {
+    m.schema_version = j.value("schema_version", 0);
+    if (m.schema_version > kRunSchemaVersion) {
+      return Status::InvalidArgument("run.json schema_version " +
+                                     std::to_string(m.schema_version) +
+                                     " is newer than this trainscope understands (" +
+                                     std::to_string(kRunSchemaVersion) + ")");
+    }
+    m.id = j.value("id", "");
+    m.name = j.value("name", "");
+    m.command = j.value("command", std::vector<std::string>{});
+    m.host = j.value("host", "");
+    m.pid = j.value("pid", int64_t{0});
+    m.start_us = j.value("start_us", int64_t{0});
+    m.config_json = j.contains("config") ? j["config"].dump() : "{}";
+    m.framework = j.value("framework", "");
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Corruption(std::string("run.json: ") + e.what());
+  }
+  return m;
+}
+
+Result<RunManifest> ReadManifest(const std::string& run_dir) {
+  std::string text;
+  Status st = Env::Default()->ReadFile(JoinPath(run_dir, "run.json"), &text);
+  if (!st.ok()) return st;
+  return ManifestFromJson(text);
+}
+
+Status CreateOrOpenRun(const std::string& run_dir, RunManifest* manifest) {
+  Env* env = Env::Default();
+  TS_RETURN_IF_ERROR(env->CreateDirs(run_dir));
+  std::string path = JoinPath(run_dir, "run.json");
+  if (env->FileExists(path)) {
+    auto existing = ReadManifest(run_dir);
+    if (existing.ok()) {
+      *manifest = *existing;
+      return Status::OK();
+    }
+    if (!existing.status().IsCorruption()) return existing.status();
+    // A corrupt manifest is replaced (keeping a copy) rather than blocking the run.
+    (void)env->RenameFile(path, path + ".corrupt");
+  }
+  if (manifest->start_us == 0) manifest->start_us = env->NowMicros();
+  if (manifest->id.empty()) manifest->id = NewRunId(manifest->start_us);
+  if (manifest->host.empty()) manifest->host = HostName();
+  if (manifest->pid == 0) manifest->pid = ::getpid();
+  if (manifest->name.empty()) manifest->name = BaseName(run_dir);
+  return env->WriteFileAtomic(path, ManifestToJson(*manifest));
+}
+
+Status RequestStop(const std::string& run_dir, const std::string& reason,
+                   const std::string& requested_by) {
+  Env* env = Env::Default();
+  if (!env->IsDirectory(run_dir)) return Status::NotFound(run_dir + " is not a run directory");
+  std::string dir = JoinPath(run_dir, "control");
+  TS_RETURN_IF_ERROR(env->CreateDirs(dir));
+  nlohmann::json j{{"reason", reason}, {"requested_by", requested_by},
+                   {"wall_us", env->NowMicros()}};
+  return env->WriteFileAtomic(JoinPath(dir, "stop.json"), j.dump() + "\n");
+}
+
+bool StopRequested(const std::string& run_dir, std::string* reason) {
+  std::string path = run_dir + "/control/stop.json";
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return false;
+  if (reason) {
+    std::string text;
+    if (Env::Default()->ReadFile(path, &text).ok()) {
+      auto j = nlohmann::json::parse(text, nullptr, false);
+      *reason = (!j.is_discarded() && j.is_object()) ? j.value("reason", "") : "";
+    }
+  }
+  return true;
+}
+
+}  // namespace trainscope

@@ -1,0 +1,232 @@
+#include "store/segment.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "util/coding.h"
+#include "util/crc32c.h"
+#include "util/env.h"
+
+namespace trainscope {
+namespace {
+
+// Parses the frame at buf[p]; returns its total size when complete and valid, 0 when bad,
+// and SIZE_MAX when it is incomplete (needs bytes beyond the end of buf).
+constexpr size_t kIncomplete = SIZE_MAX;
+
+size_t CheckFrame(std::string_view buf, size_t p) {
+  if (buf.size() - p < format::kFrameHeaderSize) return kIncomplete;
+  const char* h = buf.data() + p;
+  if (crc32c::Unmask(DecodeFixed32(h + 9)) != crc32c::Value(h, 9)) return 0;
+  uint32_t len = DecodeFixed32(h);
+  uint8_t type = static_cast<uint8_t>(h[4]);
+  if (type == 0 || len > format::kMaxPayload) return 0;
+  size_t total = format::kFrameHeaderSize + len;
+  if (buf.size() - p < total) return kIncomplete;
+  uint32_t expected = crc32c::Unmask(DecodeFixed32(h + 5));
+  return expected == crc32c::Value(h + format::kFrameHeaderSize, len) ? total : 0;
+}
+
+// Finds the next offset > p where a complete valid frame starts; npos if none.
+size_t Resync(std::string_view buf, size_t p) {
+  for (size_t q = p + 1; q + format::kFrameHeaderSize <= buf.size(); ++q) {
+    size_t n = CheckFrame(buf, q);
+    if (n != 0 && n != kIncomplete) return q;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+std::string EncodeSegmentHeader(const SegmentHeader& h) {
+  std::string out(format::kMagic, sizeof(format::kMagic));
+  char b[2];
+  b[0] = static_cast<char>(h.major & 0xff);
+  b[1] = static_cast<char>(h.major >> 8);
+  out.append(b, 2);
+  b[0] = static_cast<char>(h.minor & 0xff);
+  b[1] = static_cast<char>(h.minor >> 8);
+  out.append(b, 2);
+  PutFixed32(&out, 0);  // flags
+  PutFixed64(&out, h.seq);
+  PutFixed64(&out, static_cast<uint64_t>(h.created_us));
+  PutFixed32(&out, crc32c::Mask(crc32c::Value(out.data(), out.size())));
+  return out;
+}
+
+Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h) {
+  if (bytes.size() < format::kHeaderSize) return Status::Corruption("segment header truncated");
+  if (std::memcmp(bytes.data(), format::kMagic, sizeof(format::kMagic)) != 0)
+    return Status::Corruption("not a trainscope segment (bad magic)");
+  uint32_t crc = crc32c::Unmask(DecodeFixed32(bytes.data() + 32));
+  if (crc != crc32c::Value(bytes.data(), 32)) return Status::Corruption("segment header checksum");
+  const auto* u = reinterpret_cast<const uint8_t*>(bytes.data());
+  h->major = static_cast<uint16_t>(u[8] | (u[9] << 8));
+  h->minor = static_cast<uint16_t>(u[10] | (u[11] << 8));
+  if (h->major != format::kMajorVersion)
+    return Status::Corruption("unsupported segment format version " + std::to_string(h->major));
+  h->seq = DecodeFixed64(bytes.data() + 16);
+  h->created_us = static_cast<int64_t>(DecodeFixed64(bytes.data() + 24));
+  return Status::OK();
+}
+
+void AppendFrame(std::string* out, uint8_t type, std::string_view payload) {
+  char h[format::kFrameHeaderSize];
+  EncodeFixed32(h, static_cast<uint32_t>(payload.size()));
+  h[4] = static_cast<char>(type);
+  EncodeFixed32(h + 5, crc32c::Mask(crc32c::Value(payload.data(), payload.size())));
+  EncodeFixed32(h + 9, crc32c::Mask(crc32c::Value(h, 9)));
+  out->append(h, sizeof(h));
+  out->append(payload.data(), payload.size());
+}
+
+std::string SegmentFileName(uint64_t seq) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "seg-%08llu.tsseg", static_cast<unsigned long long>(seq));
+  return buf;
+}
+
+bool ParseSegmentFileName(std::string_view name, uint64_t* seq) {
+  constexpr std::string_view kPrefix = "seg-", kSuffix = ".tsseg";
+  if (name.size() <= kPrefix.size() + kSuffix.size() || name.substr(0, 4) != kPrefix ||
+      name.substr(name.size() - kSuffix.size()) != kSuffix)
+    return false;
+  std::string_view digits = name.substr(4, name.size() - 4 - kSuffix.size());
+  uint64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *seq = v;
+  return true;
+}
+
+size_t ScanFrames(std::string_view buf, uint64_t base, bool final, const ScanCallbacks& cb) {
+  size_t p = 0;
+  while (p < buf.size()) {
+    size_t n = CheckFrame(buf, p);
+    if (n != 0 && n != kIncomplete) {
+      if (cb.on_frame) {
+        cb.on_frame(base + p, static_cast<uint8_t>(buf[p + 4]),
+                    buf.substr(p + format::kFrameHeaderSize, n - format::kFrameHeaderSize));
+      }
+      p += n;
+      continue;
+    }
+    // Bad or incomplete frame at p. A valid frame later means p..q is corruption.
+    size_t q = Resync(buf, p);
+    if (q != std::string_view::npos) {
+      if (cb.on_corrupt) cb.on_corrupt(base + p, q - p);
+      p = q;
+      continue;
+    }
+    if (!final) return p;  // may still be completed by the writer
+    if (cb.on_torn_tail) cb.on_torn_tail(base + p, buf.size() - p);
+    return buf.size();
+  }
+  return p;
+}
+
+std::vector<const IndexEntry*> SegmentIndex::Find(std::string_view name, int64_t step,
+                                                  Mode mode) const {
+  std::vector<const IndexEntry*> out;
+  for (const auto& e : entries) {
+    if (e.step == step && (mode == Mode::kGlobal || e.mode == mode) &&
+        e.name_index < names.size() && names[e.name_index] == name)
+      out.push_back(&e);
+  }
+  return out;
+}
+
+std::string EncodeIndex(const SegmentIndex& index) {
+  std::string out;
+  PutVarint64(&out, index.data_records);
+  PutVarint64(&out, index.names.size());
+  for (const auto& n : index.names) PutLengthPrefixed(&out, n);
+  PutVarint64(&out, index.entries.size());
+  uint64_t prev = 0;
+  for (const auto& e : index.entries) {
+    PutVarint64(&out, e.name_index);
+    PutVarsint64(&out, e.step);
+    out.push_back(static_cast<char>((static_cast<uint8_t>(e.mode) & 3) | (e.type << 2)));
+    PutVarint64(&out, e.offset - prev);
+    PutVarint64(&out, e.chunk);
+    prev = e.offset;
+  }
+  return out;
+}
+
+bool DecodeIndex(std::string_view payload, SegmentIndex* index) {
+  Decoder d(payload);
+  uint64_t n_names, n_entries;
+  if (!d.GetVarint64(&index->data_records) || !d.GetVarint64(&n_names) ||
+      n_names > d.remaining())
+    return false;
+  index->names.resize(n_names);
+  for (auto& n : index->names) {
+    std::string_view s;
+    if (!d.GetLengthPrefixed(&s)) return false;
+    n.assign(s);
+  }
+  if (!d.GetVarint64(&n_entries) || n_entries > d.remaining()) return false;
+  index->entries.resize(n_entries);
+  uint64_t prev = 0;
+  for (auto& e : index->entries) {
+    uint64_t name_index, delta, chunk;
+    uint8_t b;
+    if (!d.GetVarint64(&name_index) || !d.GetVarsint64(&e.step) || !d.GetByte(&b) ||
+        !d.GetVarint64(&delta) || !d.GetVarint64(&chunk) || name_index >= n_names)
+      return false;
+    e.name_index = static_cast<uint32_t>(name_index);
+    e.mode = static_cast<Mode>(b & 3);
+    e.type = static_cast<uint8_t>(b >> 2);
+    e.offset = prev + delta;
+    e.chunk = static_cast<uint32_t>(chunk);
+    prev = e.offset;
+  }
+  return true;
+}
+
+std::string EncodeFooterPayload(uint64_t index_offset, uint64_t data_records) {
+  std::string out;
+  PutFixed64(&out, index_offset);
+  PutFixed64(&out, data_records);
+  return out;
+}
+
+Result<SegmentIndex> ReadSegmentIndex(const std::string& path) {
+  Env* env = Env::Default();
+  auto size = env->FileSize(path);
+  if (!size.ok()) return size.status();
+  if (*size < format::kHeaderSize + format::kFooterFrameSize)
+    return Status::NotFound(path + ": no footer (segment too short)");
+  std::string tail;
+  TS_RETURN_IF_ERROR(env->ReadAt(path, *size - format::kFooterFrameSize, format::kFooterFrameSize,
+                                 &tail));
+  uint64_t index_offset = 0;
+  bool ok = false;
+  ScanFrames(tail, 0, true, {[&](uint64_t off, uint8_t type, std::string_view payload) {
+                               if (off == 0 && type == uint8_t(format::RecordType::kFooter) &&
+                                   payload.size() == format::kFooterPayloadSize) {
+                                 index_offset = DecodeFixed64(payload.data());
+                                 ok = true;
+                               }
+                             },
+                             nullptr, nullptr});
+  if (!ok || index_offset >= *size - format::kFooterFrameSize)
+    return Status::NotFound(path + ": no valid footer");
+  std::string frame;
+  size_t len = static_cast<size_t>(*size - format::kFooterFrameSize - index_offset);
+  TS_RETURN_IF_ERROR(env->ReadAt(path, index_offset, len, &frame));
+  SegmentIndex index;
+  bool decoded = false;
+  ScanFrames(frame, 0, true, {[&](uint64_t off, uint8_t type, std::string_view payload) {
+                                if (off == 0 && type == uint8_t(format::RecordType::kIndex))
+                                  decoded = DecodeIndex(payload, &index);
+                              },
+                              nullptr, nullptr});
+  if (!decoded) return Status::Corruption(path + ": segment index unreadable");
+  return index;
+}
+
+}  // namespace trainscope
