@@ -70,14 +70,21 @@ Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h) {
   return Status::OK();
 }
 
-void AppendFrame(std::string* out, uint8_t type, std::string_view payload) {
+void AppendFrameHead(std::string* out, uint8_t type, std::string_view prefix,
+                     std::string_view data) {
   char h[format::kFrameHeaderSize];
-  EncodeFixed32(h, static_cast<uint32_t>(payload.size()));
+  EncodeFixed32(h, static_cast<uint32_t>(prefix.size() + data.size()));
   h[4] = static_cast<char>(type);
-  EncodeFixed32(h + 5, crc32c::Mask(crc32c::Value(payload.data(), payload.size())));
+  uint32_t crc = crc32c::Extend(crc32c::Value(prefix.data(), prefix.size()), data.data(),
+                                data.size());
+  EncodeFixed32(h + 5, crc32c::Mask(crc));
   EncodeFixed32(h + 9, crc32c::Mask(crc32c::Value(h, 9)));
   out->append(h, sizeof(h));
-  out->append(payload.data(), payload.size());
+  out->append(prefix.data(), prefix.size());
+}
+
+void AppendFrame(std::string* out, uint8_t type, std::string_view payload) {
+  AppendFrameHead(out, type, payload, {});
 }
 
 std::string SegmentFileName(uint64_t seq) {

@@ -27,6 +27,10 @@ Status DecodeSegmentHeader(std::string_view bytes, SegmentHeader* h);
 
 // Appends one framed record to *out.
 void AppendFrame(std::string* out, uint8_t type, std::string_view payload);
+// Appends the frame header and `prefix` for a record whose payload is prefix + data; the caller
+// writes `data` right after (so large tensor bytes are checksummed but never copied).
+void AppendFrameHead(std::string* out, uint8_t type, std::string_view prefix,
+                     std::string_view data);
 
 // "seg-00000042.tsseg" <-> 42.
 std::string SegmentFileName(uint64_t seq);

@@ -25,6 +25,8 @@
 namespace trainscope {
 namespace {
 
+constexpr size_t kDirectWriteBytes = 64 << 10;
+
 using Item = std::variant<ScalarRecord, SummaryRecord, RawTensorRecord, StepRecord,
                           SystemSampleRecord, RuleEventRecord, EventRecord>;
 
@@ -309,12 +311,41 @@ class Writer::Impl {
         }
       }
       scratch_.clear();
-      codec::EncodeRawChunk(id, r, h, stored, base_us_, &scratch_);
-      Frame(format::RecordType::kRawChunk, id, r.step, r.mode, static_cast<uint32_t>(i), true);
+      codec::EncodeRawChunk(id, r, h, {}, base_us_, &scratch_);  // everything but the bytes
+      uint64_t offset = buf_offset_ + buf_.size();
+      AppendFrameHead(&buf_, uint8_t(format::RecordType::kRawChunk), scratch_, stored);
+      ++data_records_;
+      ++buf_records_;
+      index_.entries.push_back({static_cast<uint32_t>(id), r.step, r.mode,
+                                uint8_t(format::RecordType::kRawChunk), offset,
+                                static_cast<uint32_t>(i)});
+      if (stored.size() < kDirectWriteBytes) {
+        buf_.append(stored.data(), stored.size());
+      } else {
+        WriteDirect(stored);  // large chunks go from the tensor's memory straight to the file
+      }
       if (buf_.size() >= opt_.flush_bytes) WriteOut(false);
       if (!file_) return;  // write failed mid-tensor
     }
   }
+  // Writes buf_ and then `data` without copying it into buf_.
+  void WriteDirect(std::string_view data) {
+    WriteOut(false);
+    if (!file_) {
+      Drop(data.size());
+      return;
+    }
+    Status st = file_->Append(data);
+    if (!st.ok()) {
+      records_written_.fetch_sub(1);  // its head went out with buf_, its bytes did not
+      Drop(data.size());
+      Fail(st);
+      return;
+    }
+    bytes_written_.fetch_add(data.size());
+    buf_offset_ += data.size();
+  }
+
   void EncodeOne(const StepRecord& r) {
     scratch_.clear();
     codec::EncodeStep(r, base_us_, &scratch_);
