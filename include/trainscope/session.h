@@ -1,0 +1,136 @@
+// trainscope/session.h — the C++ front end: record a training job from C++ (LibTorch or any
+// framework) into a run directory.
+//
+//   trainscope::SessionOptions opt;
+//   opt.out_dir = "runs/exp1";
+//   auto session = trainscope::Session::Open(opt).value();   // check .ok() in real code
+//   for (...) {
+//     session->SaveScalar("losses/loss", loss);               // every step (collection losses)
+//     if (session->WantsTensor("gradients/fc1.weight"))      // cheap: a few comparisons
+//       session->SaveTensor("gradients/fc1.weight", ptr, n, DType::kFloat32, {64, 784});
+//     session->Step();                                        // ends the step
+//     if (session->ShouldStop()) break;                       // a watcher asked to stop
+//   }
+//   session->Close();
+//
+// Collections decide what is saved and when: a tensor belongs to collection C when its name
+// starts with "C/" or matches C's include regex. Summaries (TensorStats) are computed on the
+// calling thread (one pass, no allocation) and handed to the Writer's queue; raw tensors are
+// copied once into the queue. Nothing here blocks on disk or throws.
+// Thread-safety: a Session is driven by one training thread; Save* may also be called from other
+// threads (they only read the step counters, which are atomics).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "trainscope/stats.h"
+#include "trainscope/status.h"
+#include "trainscope/types.h"
+#include "trainscope/writer.h"
+
+namespace trainscope {
+
+// When a collection saves. Steps are counted per mode (mode_step); a step s is saved when
+// start_step <= s, (end_step < 0 or s < end_step), the mode is allowed, and either s is in
+// save_steps or (save_steps is empty and s % save_interval == 0).
+struct SaveConfig {
+  int64_t save_interval = 100;
+  std::vector<int64_t> save_steps;  // explicit steps; when given, save_interval is not used
+  int64_t start_step = 0;
+  int64_t end_step = -1;     // exclusive; -1: no end
+  std::vector<Mode> modes;   // empty: every mode
+
+  bool ShouldSave(int64_t mode_step, Mode mode) const;
+  // The smallest step >= from that ShouldSave() accepts in `mode`, or -1 if none.
+  int64_t NextSaveStep(int64_t from, Mode mode) const;
+};
+
+struct CollectionConfig {
+  std::string name;           // "gradients", "weights", "losses", ... or a custom name
+  std::string include_regex;  // optional extra selection (ECMAScript, searched in the name)
+  SaveConfig save;
+  bool reductions = true;     // save TensorStats summaries
+  bool raw = false;           // save the raw tensor too
+  int histogram_buckets = 0;  // add a histogram to summaries (0: none)
+};
+
+struct SessionOptions {
+  std::string out_dir;       // the run directory
+  int rank = 0;              // stream "worker-<rank>"
+  int64_t save_interval = 100;
+  // Empty: the defaults — losses and scalars every step; weights, biases and gradients as
+  // summaries every save_interval steps.
+  std::vector<CollectionConfig> collections;
+  std::string run_name;
+  std::vector<std::string> command;
+  std::string framework = "libtorch";
+  WriterOptions writer;      // run_dir and stream are filled in by Open
+};
+
+std::vector<CollectionConfig> DefaultCollections(int64_t save_interval);
+
+class Session {
+ public:
+  // Creates (or joins) the run directory and opens this rank's stream. InvalidArgument for a
+  // bad regex or save config, with the collection's name.
+  static Result<std::unique_ptr<Session>> Open(SessionOptions options);
+  ~Session();  // Close()
+
+  void SetMode(Mode mode);
+  Mode mode() const { return mode_.load(std::memory_order_relaxed); }
+  int64_t step() const { return step_.load(std::memory_order_relaxed); }        // global
+  int64_t mode_step() const;                                                    // in mode()
+
+  // True when some collection containing `name` saves at the current step.
+  bool WantsTensor(const std::string& name) const;
+  // Saves a tensor if a collection wants it now (summary and/or raw). Returns false when not
+  // saved (not wanted, dropped, or unknown dtype). `data` must hold `count` elements.
+  bool SaveTensor(const std::string& name, const void* data, size_t count, DType dtype,
+                  const std::vector<int64_t>& shape);
+  // Scalars: a name without '/' goes to "scalars/<name>". Saved when its collection wants it.
+  bool SaveScalar(const std::string& name, double value);
+  // Phases of the current step in µs (optional; -1 leaves one unmeasured).
+  void SetStepPhases(int64_t data_wait_us, int64_t forward_us, int64_t backward_us,
+                     int64_t optimizer_us);
+  // Ends the current step: records its StepRecord and advances the counters.
+  void Step();
+  // Records a generic event (checkpoint, annotation...).
+  void Event(const std::string& kind, const std::string& json = "{}");
+  // True once a stop was requested through RUN/control/stop.json (checked at most every 50 ms).
+  bool ShouldStop();
+
+  Status Close();
+  Writer* writer() { return writer_.get(); }
+  const std::string& run_dir() const { return run_dir_; }
+  const std::string& worker() const { return worker_; }
+
+ private:
+  struct Collection {
+    CollectionConfig config;
+    std::string prefix;  // name + "/"
+    std::regex regex;
+    bool has_regex = false;
+  };
+  Session() = default;
+  const Collection* Match(const std::string& name, bool* wants_now) const;
+
+  std::string run_dir_;
+  std::string worker_;
+  std::unique_ptr<Writer> writer_;
+  std::vector<Collection> collections_;
+  std::atomic<Mode> mode_{Mode::kTrain};
+  std::atomic<int64_t> step_{0};
+  std::atomic<int64_t> mode_steps_[3] = {0, 0, 0};
+  int64_t step_start_us_ = 0;
+  int64_t phases_[4] = {-1, -1, -1, -1};
+  int64_t last_stop_check_us_ = 0;
+  bool stop_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace trainscope

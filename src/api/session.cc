@@ -1,0 +1,224 @@
+#include "trainscope/session.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "util/env.h"
+#include "util/logging.h"
+
+namespace trainscope {
+
+bool SaveConfig::ShouldSave(int64_t s, Mode mode) const {
+  if (s < start_step || (end_step >= 0 && s >= end_step)) return false;
+  if (!modes.empty() && std::find(modes.begin(), modes.end(), mode) == modes.end()) return false;
+  if (!save_steps.empty()) return std::find(save_steps.begin(), save_steps.end(), s) != save_steps.end();
+  return save_interval > 0 && s % save_interval == 0;
+}
+
+int64_t SaveConfig::NextSaveStep(int64_t from, Mode mode) const {
+  if (!modes.empty() && std::find(modes.begin(), modes.end(), mode) == modes.end()) return -1;
+  int64_t s = std::max(from, start_step);
+  int64_t best = -1;
+  if (!save_steps.empty()) {
+    for (int64_t c : save_steps) {
+      if (c >= s && (best < 0 || c < best)) best = c;
+    }
+  } else if (save_interval > 0) {
+    best = (s + save_interval - 1) / save_interval * save_interval;
+  }
+  if (best >= 0 && end_step >= 0 && best >= end_step) return -1;
+  return best;
+}
+
+std::vector<CollectionConfig> DefaultCollections(int64_t save_interval) {
+  SaveConfig every{.save_interval = 1};
+  SaveConfig periodic{.save_interval = save_interval};
+  return {
+      {.name = "losses", .save = every},
+      {.name = "scalars", .save = every},
+      {.name = "weights", .save = periodic},
+      {.name = "biases", .save = periodic},
+      {.name = "gradients", .save = periodic},
+  };
+}
+
+Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
+  if (options.out_dir.empty()) return Status::InvalidArgument("SessionOptions.out_dir is empty");
+  if (options.save_interval <= 0)
+    return Status::InvalidArgument("save_interval must be positive, got " +
+                                   std::to_string(options.save_interval));
+  std::unique_ptr<Session> s(new Session());
+  if (options.collections.empty()) options.collections = DefaultCollections(options.save_interval);
+  for (const auto& c : options.collections) {
+    if (c.name.empty() || c.name.find('/') != std::string::npos)
+      return Status::InvalidArgument("collection name '" + c.name + "' must be non-empty, no '/'");
+    if (c.save.save_interval <= 0 && c.save.save_steps.empty())
+      return Status::InvalidArgument("collection '" + c.name +
+                                     "': save_interval must be positive or save_steps given");
+    Collection col{c, c.name + "/", {}, !c.include_regex.empty()};
+    if (col.has_regex) {
+      try {
+        col.regex = std::regex(c.include_regex, std::regex::ECMAScript | std::regex::optimize);
+      } catch (const std::regex_error& e) {
+        return Status::InvalidArgument("collection '" + c.name + "': bad include regex '" +
+                                       c.include_regex + "': " + e.what());
+      }
+    }
+    s->collections_.push_back(std::move(col));
+  }
+  RunManifest m;
+  m.name = options.run_name;
+  m.command = options.command;
+  m.framework = options.framework;
+  nlohmann::json cfg;
+  cfg["save_interval"] = options.save_interval;
+  for (const auto& c : options.collections) {
+    cfg["collections"].push_back({{"name", c.name},
+                                  {"include_regex", c.include_regex},
+                                  {"save_interval", c.save.save_interval},
+                                  {"save_steps", c.save.save_steps},
+                                  {"start_step", c.save.start_step},
+                                  {"end_step", c.save.end_step},
+                                  {"reductions", c.reductions},
+                                  {"raw", c.raw}});
+  }
+  m.config_json = cfg.dump();
+  TS_RETURN_IF_ERROR(CreateOrOpenRun(options.out_dir, &m));
+  WriterOptions wo = options.writer;
+  wo.run_dir = options.out_dir;
+  wo.stream = "worker-" + std::to_string(options.rank);
+  auto w = Writer::Open(wo);
+  if (!w.ok()) return w.status();
+  s->writer_ = std::move(w).value();
+  s->run_dir_ = options.out_dir;
+  s->worker_ = wo.stream;
+  s->step_start_us_ = NowMicros();
+  return s;
+}
+
+Session::~Session() { (void)Close(); }
+
+void Session::SetMode(Mode mode) {
+  if (mode == Mode::kGlobal) mode = Mode::kTrain;
+  mode_.store(mode, std::memory_order_relaxed);
+}
+
+int64_t Session::mode_step() const {
+  return mode_steps_[static_cast<int>(mode())].load(std::memory_order_relaxed);
+}
+
+const Session::Collection* Session::Match(const std::string& name, bool* wants_now) const {
+  const Collection* first = nullptr;
+  *wants_now = false;
+  int64_t ms = mode_step();
+  Mode m = mode();
+  for (const auto& c : collections_) {
+    bool member = name.compare(0, c.prefix.size(), c.prefix) == 0 ||
+                  (c.has_regex && std::regex_search(name, c.regex));
+    if (!member) continue;
+    if (!first) first = &c;
+    if (c.config.save.ShouldSave(ms, m)) {
+      *wants_now = true;
+      return &c;
+    }
+  }
+  return first;
+}
+
+bool Session::WantsTensor(const std::string& name) const {
+  bool now;
+  Match(name, &now);
+  return now;
+}
+
+bool Session::SaveTensor(const std::string& name, const void* data, size_t count, DType dtype,
+                         const std::vector<int64_t>& shape) {
+  if (closed_ || DTypeSize(dtype) == 0 || (count > 0 && !data)) return false;
+  bool now;
+  const Collection* c = Match(name, &now);
+  if (!c || !now) return false;
+  int64_t step = this->step(), ms = mode_step();
+  Mode m = mode();
+  bool ok = true;
+  if (c->config.reductions) {
+    SummaryRecord r;
+    r.name = name;
+    r.step = step;
+    r.mode = m;
+    r.mode_step = ms;
+    r.dtype = dtype;
+    r.shape = shape;
+    HistogramOptions h;
+    h.buckets = c->config.histogram_buckets;
+    r.stats = ComputeStats(data, count, dtype, h);
+    r.wall_us = NowMicros();
+    ok &= writer_->AddSummary(std::move(r));
+  }
+  if (c->config.raw) {
+    RawTensorRecord r{name, step, m, ms, dtype, shape,
+                      std::string(static_cast<const char*>(data), count * DTypeSize(dtype)),
+                      NowMicros()};
+    ok &= writer_->AddRawTensor(std::move(r));
+  }
+  return ok;
+}
+
+bool Session::SaveScalar(const std::string& name, double value) {
+  if (closed_) return false;
+  std::string full = name.find('/') == std::string::npos ? "scalars/" + name : name;
+  bool now;
+  const Collection* c = Match(full, &now);
+  if (!c || !now) return false;
+  return writer_->AddScalar({full, step(), mode(), mode_step(), value, NowMicros()});
+}
+
+void Session::SetStepPhases(int64_t data_wait_us, int64_t forward_us, int64_t backward_us,
+                            int64_t optimizer_us) {
+  phases_[0] = data_wait_us;
+  phases_[1] = forward_us;
+  phases_[2] = backward_us;
+  phases_[3] = optimizer_us;
+}
+
+void Session::Step() {
+  if (closed_) return;
+  int64_t now = NowMicros();
+  Mode m = mode();
+  writer_->AddStep({step(), m, mode_step(), step_start_us_, now, phases_[0], phases_[1],
+                    phases_[2], phases_[3]});
+  std::fill(std::begin(phases_), std::end(phases_), -1);
+  step_start_us_ = now;
+  step_.fetch_add(1, std::memory_order_relaxed);
+  mode_steps_[static_cast<int>(m)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void Session::Event(const std::string& kind, const std::string& json) {
+  if (!closed_) writer_->AddEvent({kind, NowMicros(), json.empty() ? "{}" : json});
+}
+
+bool Session::ShouldStop() {
+  if (stop_) return true;
+  int64_t now = NowMicros();
+  if (now - last_stop_check_us_ < 50000) return false;
+  last_stop_check_us_ = now;
+  std::string reason;
+  if (StopRequested(run_dir_, &reason)) {
+    stop_ = true;
+    Log(LogLevel::kWarning, "stop requested for " + run_dir_ + (reason.empty() ? "" : ": " + reason));
+    Event("stop_honoured", nlohmann::json{{"step", step()}, {"reason", reason}}.dump());
+  }
+  return stop_;
+}
+
+Status Session::Close() {
+  if (closed_ || !writer_) return Status::OK();
+  nlohmann::json j{{"steps", step()},
+                   {"train_steps", mode_steps_[0].load()},
+                   {"eval_steps", mode_steps_[1].load()},
+                   {"predict_steps", mode_steps_[2].load()}};
+  writer_->AddEvent({"run_end", NowMicros(), j.dump()});
+  closed_ = true;
+  return writer_->Close();
+}
+
+}  // namespace trainscope
