@@ -1,0 +1,239 @@
+// trainscope run [options] -- COMMAND ARGS...: runs a training command as a child, monitors it
+// and its process tree, evaluates rules on the run as it is written, forwards signals, stops the
+// child when a rule's stop action fires (stop request, then SIGTERM, then SIGKILL) and exits
+// with the child's exit status.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "child_process.h"
+#include "command.h"
+#include "run_status_line.h"
+#include "trainscope/reader.h"
+#include "trainscope/rules.h"
+#include "trainscope/run.h"
+#include "trainscope/sysmon.h"
+#include "trainscope/writer.h"
+
+namespace trainscope::cli {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: trainscope run [--out RUN] [--interval-ms N] [--rules NAME[,NAME...]]\n"
+    "                      [--actions stop_training,log] [--config FILE]\n"
+    "                      [--term-after-s S] [--kill-after-s S] [--quiet]\n"
+    "                      -- COMMAND ARGS...\n\n"
+    "Starts COMMAND (a Python or C++ training) as a child and records into RUN: system and GPU\n"
+    "samples of the child's process tree every N ms (default 500, 100..60000), and whatever the\n"
+    "trainscope hook inside the child writes (it finds RUN through TRAINSCOPE_RUN_DIR).\n"
+    "Rules given with --rules (with the --actions given, default log) or --config are\n"
+    "evaluated while the run is written; a rule with the\n"
+    "stop_training action first asks the training to stop at its next step (a checkpoint is\n"
+    "written when a checkpointer is registered), then sends SIGTERM after --term-after-s\n"
+    "(default 10) and SIGKILL after --kill-after-s more (default 10). Signals sent to trainscope\n"
+    "(Ctrl-C, SIGTERM) are forwarded to the child. The exit status is the child's.\n"
+    "Default RUN: runs/<command>-<yyyymmdd-hhmmss>.";
+
+std::string HostName() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf[0] ? buf : "host";
+}
+
+std::string DefaultRunDir(const std::string& command) {
+  std::string base = command.substr(command.find_last_of('/') + 1);
+  if (base.rfind("python", 0) == 0) base = "python";
+  std::time_t t = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&t));
+  return "runs/" + base + "-" + stamp;
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream f(path);
+  if (!f) return false;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+int Run(Context& ctx) {
+  Args args(ctx.args);
+  std::vector<std::string> command = args.TakeAfterDashDash();
+  std::string out = args.Take("--out");
+  std::string interval = args.Take("--interval-ms", "500");
+  std::string rule_names = args.Take("--rules");
+  std::string config_path = args.Take("--config");
+  std::string actions = args.Take("--actions", "log");
+  double term_after = std::stod(args.Take("--term-after-s", "10"));
+  double kill_after = std::stod(args.Take("--kill-after-s", "10"));
+  bool quiet = args.TakeBool("--quiet");
+  std::vector<std::string> pos;
+  std::string error;
+  if (!args.Positional(&pos, &error) || !pos.empty() || command.empty()) {
+    ctx.err << kUsage << "\n" << (error.empty() ? "" : "error: " + error + "\n");
+    return 2;
+  }
+  int64_t interval_ms = std::atoll(interval.c_str());
+  if (interval_ms < 100 || interval_ms > 60000) {
+    ctx.err << "trainscope run: --interval-ms must be between 100 and 60000, got " << interval
+            << "\n";
+    return 2;
+  }
+  std::vector<RuleConfig> rules;
+  if (!rule_names.empty()) {
+    auto r = ParseRuleNames(rule_names);
+    if (!r.ok()) {
+      ctx.err << "trainscope run: " << r.status().message() << "\n";
+      return 2;
+    }
+    rules = *r;
+    std::vector<ActionSpec> specs;
+    std::stringstream ss(actions);
+    for (std::string a; std::getline(ss, a, ',');) {
+      if (a == "stop_training") specs.push_back({.type = ActionType::kStopTraining});
+      else if (a == "log") specs.push_back({.type = ActionType::kLog});
+      else if (!a.empty()) {
+        ctx.err << "trainscope run: unknown action '" << a
+                << "' for --actions (allowed: stop_training, log; webhook and exec need --config)\n";
+        return 2;
+      }
+    }
+    for (auto& rc : rules) rc.actions = specs;
+  }
+  if (!config_path.empty()) {
+    std::string text;
+    if (!ReadFile(config_path, &text)) {
+      ctx.err << "trainscope run: cannot read --config " << config_path << "\n";
+      return 2;
+    }
+    auto r = ParseRulesConfig(text);
+    if (!r.ok()) {
+      ctx.err << "trainscope run: " << config_path << ": " << r.status().message() << "\n";
+      return 2;
+    }
+    rules.insert(rules.end(), r->begin(), r->end());
+  }
+  if (out.empty()) out = DefaultRunDir(command[0]);
+
+  RunManifest manifest;
+  manifest.command = command;
+  nlohmann::json cfg{{"launcher", "trainscope run"}, {"interval_ms", interval_ms},
+                     {"rules", rule_names}, {"config", config_path}};
+  manifest.config_json = cfg.dump();
+  Status st = CreateOrOpenRun(out, &manifest);
+  if (!st.ok()) {
+    ctx.err << "trainscope run: cannot create run directory " << out << ": " << st.message()
+            << "\n";
+    return 2;
+  }
+  auto writer = Writer::Open({.run_dir = out, .stream = "monitor-" + HostName()});
+  if (!writer.ok()) {
+    ctx.err << "trainscope run: " << writer.status().message() << "\n";
+    return 2;
+  }
+  Writer& w = **writer;
+
+  InstallForwardingHandlers();
+  ChildProcess child;
+  if (!child.Start(command, {{"TRAINSCOPE_RUN_DIR", out}, {"TRAINSCOPE_MONITORED", "1"}},
+                   &error)) {
+    ctx.err << "trainscope run: " << error << "\n";
+    w.AddEvent({"launch_failed", NowMicros(), nlohmann::json{{"error", error}}.dump()});
+    w.Close();
+    return 127;
+  }
+  int64_t started_us = NowMicros();
+  w.AddEvent({"child_started", started_us,
+              nlohmann::json{{"pid", child.pid()}, {"command", command}}.dump()});
+
+  SystemSamplerOptions so;
+  so.interval_ms = interval_ms;
+  so.root_pid = child.pid();
+  auto sampler = SystemSampler::Create(so, [&w](SystemSampleRecord r) {
+    w.AddSystemSample(std::move(r));
+  });
+  if (sampler.ok()) {
+    (void)(*sampler)->Start();
+  } else {
+    ctx.err << "trainscope run: system monitor disabled: " << sampler.status().message() << "\n";
+  }
+
+  std::atomic<bool> stop_fired{false};
+  std::string stop_reason;
+  std::unique_ptr<RuleRunner> runner;
+  if (!rules.empty()) {
+    RuleRunnerOptions ro;
+    ro.run_dir = out;
+    ro.rules = rules;
+    ro.sink = [&w](const RuleEventRecord& e) { w.AddRuleEvent(e); };
+    ro.stop_training = [&](const RuleEventRecord& e) {
+      (void)RequestStop(out, "rule " + e.rule + ": " + e.message, "trainscope run");
+      stop_fired = true;
+    };
+    ro.requested_by = "trainscope run";
+    auto r = RuleRunner::Start(std::move(ro));
+    if (r.ok()) {
+      runner = std::move(r).value();
+    } else {
+      ctx.err << "trainscope run: rules disabled: " << r.status().message() << "\n";
+    }
+  }
+
+  RunStatusLine status(out, !quiet && isatty(STDERR_FILENO), ctx.err);
+  auto stop_since = std::chrono::steady_clock::time_point::max();
+  bool termed = false, killed = false;
+  while (!child.Poll()) {
+    if (int sig = TakePendingSignal()) {
+      child.Signal(sig);
+      w.AddEvent({"signal_forwarded", NowMicros(), nlohmann::json{{"signal", sig}}.dump()});
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (stop_fired && stop_since == std::chrono::steady_clock::time_point::max()) {
+      stop_since = now;
+      status.Note("a rule asked to stop the training; waiting for it to stop at a step");
+    }
+    double waited = std::chrono::duration<double>(now - stop_since).count();
+    if (stop_fired && !termed && waited >= term_after) {
+      child.Signal(SIGTERM);
+      termed = true;
+      w.AddEvent({"child_terminated", NowMicros(), R"({"signal":"SIGTERM"})"});
+    }
+    if (termed && !killed && waited >= term_after + kill_after) {
+      child.Signal(SIGKILL);
+      killed = true;
+      w.AddEvent({"child_terminated", NowMicros(), R"({"signal":"SIGKILL"})"});
+    }
+    status.Update(runner.get());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  status.Finish();
+  if (sampler.ok()) (*sampler)->Stop();
+  if (runner) runner->Stop(/*finish=*/true);
+  int code = child.exit_code();
+  w.AddEvent({"child_exited", NowMicros(),
+              nlohmann::json{{"exit_code", code},
+                             {"duration_s", (NowMicros() - started_us) / 1e6},
+                             {"stopped_by_rule", stop_fired.load()}}
+                  .dump()});
+  w.Close();
+  if (!quiet) {
+    ctx.err << "trainscope: run recorded in " << out << " (exit status " << code
+            << "). Next: trainscope report " << out << "\n";
+  }
+  return code;
+}
+
+TS_COMMAND("run", "run a training command under trainscope (monitor, rules, auto-stop)", kUsage,
+           Run);
+
+}  // namespace
+}  // namespace trainscope::cli
