@@ -25,8 +25,8 @@ using trainscope::Mode;
 
 std::string BenchDir(const char* name) {
   const char* base = std::getenv("TS_BENCH_DIR");
-  std::string d = std::string(base ? base : "/tmp") + "/ts-bench-" + name + "-" +
-                  std::to_string(::getpid());
+  std::string d =
+      std::string(base ? base : "/tmp") + "/ts-bench-" + name + "-" + std::to_string(::getpid());
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
@@ -50,8 +50,14 @@ void BM_EnqueueSummaryWhileBusy(benchmark::State& state) {
   std::thread busy([&] {
     int64_t s = 0;
     while (!stop.load()) {
-      (*w)->AddRawTensor({"weights/big", s, Mode::kTrain, s, DType::kUInt8,
-                          {static_cast<int64_t>(blob.size())}, blob, 0});
+      (*w)->AddRawTensor({"weights/big",
+                          s,
+                          Mode::kTrain,
+                          s,
+                          DType::kUInt8,
+                          {static_cast<int64_t>(blob.size())},
+                          blob,
+                          0});
       ++s;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -73,7 +79,9 @@ void BM_EnqueueSummaryWhileBusy(benchmark::State& state) {
   auto stats = (*w)->stats();
   (*w)->Close();
   std::sort(lat.begin(), lat.end());
-  auto pct = [&](double p) { return static_cast<double>(lat[static_cast<size_t>(p * (lat.size() - 1))]); };
+  auto pct = [&](double p) {
+    return static_cast<double>(lat[static_cast<size_t>(p * (lat.size() - 1))]);
+  };
   state.counters["p50_ns"] = pct(0.50);
   state.counters["p99_ns"] = pct(0.99);
   state.counters["max_ns"] = static_cast<double>(lat.back());
@@ -90,9 +98,8 @@ void BM_RawWriteThroughput(benchmark::State& state) {
   for (size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<char>(i * 2654435761u >> 13);
   for (auto _ : state) {
     std::string dir = BenchDir("raw");
-    auto w = trainscope::Writer::Open({.run_dir = dir,
-                                       .queue_max_bytes = 1u << 30,
-                                       .zstd_level = 0});
+    auto w =
+        trainscope::Writer::Open({.run_dir = dir, .queue_max_bytes = 1u << 30, .zstd_level = 0});
     for (int s = 0; s < kTensors; ++s) {
       (*w)->AddRawTensor({"weights/w", s, Mode::kTrain, s, DType::kUInt8, {kTensorBytes}, blob, 0});
     }

@@ -27,8 +27,14 @@ int main(int argc, char** argv) {
       (*w)->AddStep({s, Mode::kTrain, s, NowMicros(), NowMicros() + 10, 1, 2, 3, 4});
     }
     if (kind >= 1) {
-      (*w)->AddRawTensor({"weights/w", 1, Mode::kEval, 0, DType::kFloat32, {600},
-                          std::string(2400, 'a'), NowMicros()});
+      (*w)->AddRawTensor({"weights/w",
+                          1,
+                          Mode::kEval,
+                          0,
+                          DType::kFloat32,
+                          {600},
+                          std::string(2400, 'a'),
+                          NowMicros()});
       (*w)->AddSystemSample({NowMicros(), {{"cpu.util", 3}, {"mem.used_bytes", 1e9}}});
       RuleEventRecord e;
       e.rule = "dead_loss";

@@ -44,12 +44,12 @@ class RecordVisitor {
 struct ReadStats {
   uint64_t segments = 0;
   uint64_t records = 0;
-  uint64_t bytes = 0;             // bytes of valid records
-  uint64_t corrupt_regions = 0;   // stretches skipped because of bad checksums/framing
-  uint64_t corrupt_bytes = 0;     // bytes in those stretches
-  uint64_t torn_tail_bytes = 0;   // incomplete last record of a segment whose writer is gone
-  uint64_t unknown_records = 0;   // records of a type this reader does not know (skipped)
-  uint64_t undecodable_records = 0;  // checksum ok but payload malformed (skipped)
+  uint64_t bytes = 0;                 // bytes of valid records
+  uint64_t corrupt_regions = 0;       // stretches skipped because of bad checksums/framing
+  uint64_t corrupt_bytes = 0;         // bytes in those stretches
+  uint64_t torn_tail_bytes = 0;       // incomplete last record of a segment whose writer is gone
+  uint64_t unknown_records = 0;       // records of a type this reader does not know (skipped)
+  uint64_t undecodable_records = 0;   // checksum ok but payload malformed (skipped)
   std::vector<std::string> problems;  // human-readable, with file and byte offset (capped)
 };
 
@@ -70,7 +70,7 @@ class RunReader {
   Result<size_t> Refresh();
 
   const std::string& run_dir() const;
-  const RunManifest& manifest() const;  // default-constructed when run.json is missing
+  const RunManifest& manifest() const;       // default-constructed when run.json is missing
   std::vector<std::string> Streams() const;  // all stream directories, sorted
   std::vector<std::string> Workers() const;  // streams named worker-*
   // True while the stream's writer process still holds its lock (a live run).

@@ -21,12 +21,12 @@ constexpr int kRunSchemaVersion = 1;
 
 struct RunManifest {
   int schema_version = kRunSchemaVersion;
-  std::string id;        // unique run id (generated when empty)
-  std::string name;      // human name (defaults to the directory's base name)
+  std::string id;                    // unique run id (generated when empty)
+  std::string name;                  // human name (defaults to the directory's base name)
   std::vector<std::string> command;  // argv of the training process, if known
   std::string host;
   int64_t pid = 0;
-  int64_t start_us = 0;  // wall clock, µs since the epoch
+  int64_t start_us = 0;            // wall clock, µs since the epoch
   std::string config_json = "{}";  // the configuration the run was started with (JSON object)
   std::string framework;           // "pytorch 1.13.1", "libtorch", "" ...
 };

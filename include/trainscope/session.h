@@ -42,8 +42,8 @@ struct SaveConfig {
   int64_t save_interval = 100;
   std::vector<int64_t> save_steps;  // explicit steps; when given, save_interval is not used
   int64_t start_step = 0;
-  int64_t end_step = -1;     // exclusive; -1: no end
-  std::vector<Mode> modes;   // empty: every mode
+  int64_t end_step = -1;    // exclusive; -1: no end
+  std::vector<Mode> modes;  // empty: every mode
 
   bool ShouldSave(int64_t mode_step, Mode mode) const;
   // The smallest step >= from that ShouldSave() accepts in `mode`, or -1 if none.
@@ -60,8 +60,8 @@ struct CollectionConfig {
 };
 
 struct SessionOptions {
-  std::string out_dir;       // the run directory
-  int rank = 0;              // stream "worker-<rank>"
+  std::string out_dir;  // the run directory
+  int rank = 0;         // stream "worker-<rank>"
   int64_t save_interval = 100;
   // Empty: the defaults — losses and scalars every step; weights, biases and gradients as
   // summaries every save_interval steps.
@@ -69,7 +69,7 @@ struct SessionOptions {
   std::string run_name;
   std::vector<std::string> command;
   std::string framework = "libtorch";
-  WriterOptions writer;      // run_dir and stream are filled in by Open
+  WriterOptions writer;  // run_dir and stream are filled in by Open
 };
 
 std::vector<CollectionConfig> DefaultCollections(int64_t save_interval);
@@ -83,8 +83,8 @@ class Session {
 
   void SetMode(Mode mode);
   Mode mode() const { return mode_.load(std::memory_order_relaxed); }
-  int64_t step() const { return step_.load(std::memory_order_relaxed); }        // global
-  int64_t mode_step() const;                                                    // in mode()
+  int64_t step() const { return step_.load(std::memory_order_relaxed); }  // global
+  int64_t mode_step() const;                                              // in mode()
 
   // True when some collection containing `name` saves at the current step.
   bool WantsTensor(const std::string& name) const;

@@ -11,8 +11,16 @@ namespace trainscope {
 
 class Status {
  public:
-  enum class Code { kOk = 0, kNotFound, kCorruption, kInvalidArgument, kIOError, kUnavailable,
-                    kAlreadyExists, kInternal };
+  enum class Code {
+    kOk = 0,
+    kNotFound,
+    kCorruption,
+    kInvalidArgument,
+    kIOError,
+    kUnavailable,
+    kAlreadyExists,
+    kInternal
+  };
 
   Status() = default;
   static Status OK() { return Status(); }
@@ -46,8 +54,8 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}               // NOLINT: implicit by design
-  Result(Status status) : status_(std::move(status)) {}       // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
   T& value() & { return *value_; }
@@ -64,10 +72,10 @@ class Result {
   Status status_;
 };
 
-#define TS_RETURN_IF_ERROR(expr)          \
-  do {                                    \
-    ::trainscope::Status _st = (expr);    \
-    if (!_st.ok()) return _st;            \
+#define TS_RETURN_IF_ERROR(expr)       \
+  do {                                 \
+    ::trainscope::Status _st = (expr); \
+    if (!_st.ok()) return _st;         \
   } while (0)
 
 }  // namespace trainscope

@@ -158,7 +158,7 @@ struct RuleEventRecord {
   std::string message;               // one line for humans
   uint64_t firing = 0;               // 1-based count of firings of this rule so far (0: none)
   int64_t wall_us = 0;
-  std::string details_json;          // optional extra JSON object ("" when none)
+  std::string details_json;  // optional extra JSON object ("" when none)
 };
 
 // A generic event: run start/end, checkpoint, preemption, stop request honoured, rollback,

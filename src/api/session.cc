@@ -11,7 +11,8 @@ namespace trainscope {
 bool SaveConfig::ShouldSave(int64_t s, Mode mode) const {
   if (s < start_step || (end_step >= 0 && s >= end_step)) return false;
   if (!modes.empty() && std::find(modes.begin(), modes.end(), mode) == modes.end()) return false;
-  if (!save_steps.empty()) return std::find(save_steps.begin(), save_steps.end(), s) != save_steps.end();
+  if (!save_steps.empty())
+    return std::find(save_steps.begin(), save_steps.end(), s) != save_steps.end();
   return save_interval > 0 && s % save_interval == 0;
 }
 
@@ -34,10 +35,8 @@ std::vector<CollectionConfig> DefaultCollections(int64_t save_interval) {
   SaveConfig every{.save_interval = 1};
   SaveConfig periodic{.save_interval = save_interval};
   return {
-      {.name = "losses", .save = every},
-      {.name = "scalars", .save = every},
-      {.name = "weights", .save = periodic},
-      {.name = "biases", .save = periodic},
+      {.name = "losses", .save = every},       {.name = "scalars", .save = every},
+      {.name = "weights", .save = periodic},   {.name = "biases", .save = periodic},
       {.name = "gradients", .save = periodic},
   };
 }
@@ -155,7 +154,12 @@ bool Session::SaveTensor(const std::string& name, const void* data, size_t count
     ok &= writer_->AddSummary(std::move(r));
   }
   if (c->config.raw) {
-    RawTensorRecord r{name, step, m, ms, dtype, shape,
+    RawTensorRecord r{name,
+                      step,
+                      m,
+                      ms,
+                      dtype,
+                      shape,
                       std::string(static_cast<const char*>(data), count * DTypeSize(dtype)),
                       NowMicros()};
     ok &= writer_->AddRawTensor(std::move(r));
@@ -184,8 +188,8 @@ void Session::Step() {
   if (closed_) return;
   int64_t now = NowMicros();
   Mode m = mode();
-  writer_->AddStep({step(), m, mode_step(), step_start_us_, now, phases_[0], phases_[1],
-                    phases_[2], phases_[3]});
+  writer_->AddStep({step(), m, mode_step(), step_start_us_, now, phases_[0], phases_[1], phases_[2],
+                    phases_[3]});
   std::fill(std::begin(phases_), std::end(phases_), -1);
   step_start_us_ = now;
   step_.fetch_add(1, std::memory_order_relaxed);
@@ -204,7 +208,8 @@ bool Session::ShouldStop() {
   std::string reason;
   if (StopRequested(run_dir_, &reason)) {
     stop_ = true;
-    Log(LogLevel::kWarning, "stop requested for " + run_dir_ + (reason.empty() ? "" : ": " + reason));
+    Log(LogLevel::kWarning,
+        "stop requested for " + run_dir_ + (reason.empty() ? "" : ": " + reason));
     Event("stop_honoured", nlohmann::json{{"step", step()}, {"reason", reason}}.dump());
   }
   return stop_;

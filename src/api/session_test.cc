@@ -38,11 +38,10 @@ TEST(Session, RecordsLossesEveryStepAndTensorsAtTheInterval) {
     EXPECT_TRUE((*s)->SaveScalar("losses/loss", 1.0 / (step + 1)));
     bool wanted = (*s)->WantsTensor("gradients/fc.weight");
     EXPECT_EQ(wanted, step % 5 == 0) << step;
-    EXPECT_EQ((*s)->SaveTensor("gradients/fc.weight", w.data(), w.size(), DType::kFloat32,
-                               {10, 10}),
-              wanted);
-    EXPECT_FALSE((*s)->SaveTensor("activations/relu1", w.data(), w.size(), DType::kFloat32,
-                                  {100}))
+    EXPECT_EQ(
+        (*s)->SaveTensor("gradients/fc.weight", w.data(), w.size(), DType::kFloat32, {10, 10}),
+        wanted);
+    EXPECT_FALSE((*s)->SaveTensor("activations/relu1", w.data(), w.size(), DType::kFloat32, {100}))
         << "activations are not a default collection";
     (*s)->SetStepPhases(100, 200, 300, 50);
     (*s)->Step();
@@ -74,8 +73,11 @@ TEST(Session, RecordsLossesEveryStepAndTensorsAtTheInterval) {
 TEST(Session, CustomCollectionWithRegexRawAndHistogram) {
   testing::TempDir tmp;
   SessionOptions o{.out_dir = tmp.path()};
-  o.collections = {{.name = "convs", .include_regex = "conv", .save = {.save_interval = 2},
-                    .raw = true, .histogram_buckets = 4}};
+  o.collections = {{.name = "convs",
+                    .include_regex = "conv",
+                    .save = {.save_interval = 2},
+                    .raw = true,
+                    .histogram_buckets = 4}};
   auto s = Session::Open(o);
   ASSERT_TRUE(s.ok());
   std::vector<double> v = {1, 2, 3, 4};

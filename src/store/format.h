@@ -36,9 +36,9 @@ inline constexpr uint8_t kMaxKnownType = 11;
 
 // Flag bits in the per-record flags byte of scalar/summary/raw/step records.
 inline constexpr uint8_t kFlagModeMask = 0x03;
-inline constexpr uint8_t kFlagValueF32 = 0x04;       // scalar value stored as float32
-inline constexpr uint8_t kFlagModeStepSame = 0x08;   // mode_step == step (not stored)
-inline constexpr uint8_t kFlagHasHistogram = 0x10;   // summary carries a histogram
+inline constexpr uint8_t kFlagValueF32 = 0x04;      // scalar value stored as float32
+inline constexpr uint8_t kFlagModeStepSame = 0x08;  // mode_step == step (not stored)
+inline constexpr uint8_t kFlagHasHistogram = 0x10;  // summary carries a histogram
 
 // Footer payload: index_offset(8) data_record_count(8).
 inline constexpr size_t kFooterPayloadSize = 16;

@@ -165,8 +165,7 @@ class RunReader::Impl {
       return;
     }
     std::string buf;
-    if (!env->ReadAt(g->path, g->offset, static_cast<size_t>(*size - g->offset), &buf).ok())
-      return;
+    if (!env->ReadAt(g->path, g->offset, static_cast<size_t>(*size - g->offset), &buf).ok()) return;
     std::string_view view(buf);
     if (!g->header_read) {
       if (view.size() < format::kHeaderSize) {
@@ -203,8 +202,8 @@ class RunReader::Impl {
     };
     cb.on_torn_tail = [&](uint64_t off, uint64_t len) {
       stats_.torn_tail_bytes += len;
-      Problem(g->path + ": torn tail at byte " + std::to_string(off) + " (" +
-              std::to_string(len) + " bytes ignored; expected after a crash)");
+      Problem(g->path + ": torn tail at byte " + std::to_string(off) + " (" + std::to_string(len) +
+              " bytes ignored; expected after a crash)");
     };
     size_t consumed = ScanFrames(view, g->offset, final, cb);
     g->offset += consumed;
@@ -559,8 +558,7 @@ Result<RawTensorRecord> RunReader::Raw(const std::string& name, int64_t step, Mo
       if (ZSTD_isError(n) || n != c.raw_size)
         return Status::Corruption(c.path + ": raw chunk does not decompress");
     } else {
-      return Status::Corruption(c.path + ": unknown compression " +
-                                std::to_string(c.compression));
+      return Status::Corruption(c.path + ": unknown compression " + std::to_string(c.compression));
     }
   }
   if (out.data.size() != found->total_size)
@@ -579,9 +577,8 @@ std::vector<ScalarRecord> RunReader::Scalar(const std::string& name, Mode mode,
     }
     if (worker.empty() && !out.empty()) break;  // first stream that has the series
   }
-  std::stable_sort(out.begin(), out.end(), [](const ScalarRecord& a, const ScalarRecord& b) {
-    return a.step < b.step;
-  });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ScalarRecord& a, const ScalarRecord& b) { return a.step < b.step; });
   return out;
 }
 
@@ -610,19 +607,19 @@ const std::vector<SystemSampleRecord>& RunReader::SystemSamples(const std::strin
 
 std::vector<RuleEventRecord> RunReader::RuleEvents() const {
   std::vector<RuleEventRecord> out;
-  for (const auto& [n, s] : impl_->streams_) out.insert(out.end(), s.rule_events.begin(), s.rule_events.end());
-  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.wall_us < b.wall_us;
-  });
+  for (const auto& [n, s] : impl_->streams_)
+    out.insert(out.end(), s.rule_events.begin(), s.rule_events.end());
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return a.wall_us < b.wall_us; });
   return out;
 }
 
 std::vector<EventRecord> RunReader::Events() const {
   std::vector<EventRecord> out;
-  for (const auto& [n, s] : impl_->streams_) out.insert(out.end(), s.events.begin(), s.events.end());
-  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.wall_us < b.wall_us;
-  });
+  for (const auto& [n, s] : impl_->streams_)
+    out.insert(out.end(), s.events.begin(), s.events.end());
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return a.wall_us < b.wall_us; });
   return out;
 }
 

@@ -133,8 +133,7 @@ void EncodeSummary(uint64_t name_id, const SummaryRecord& r, int64_t base_us, st
 bool DecodeSummary(std::string_view in, int64_t base_us, uint64_t* name_id, SummaryRecord* r) {
   Decoder d(in);
   uint8_t flags;
-  if (!d.GetVarint64(name_id) ||
-      !GetStepModeHead(&d, &r->step, &flags, &r->mode, &r->mode_step) ||
+  if (!d.GetVarint64(name_id) || !GetStepModeHead(&d, &r->step, &flags, &r->mode, &r->mode_step) ||
       !GetShape(&d, &r->dtype, &r->shape) || !GetTime(&d, base_us, &r->wall_us))
     return false;
   TensorStats& s = r->stats;
@@ -164,8 +163,7 @@ bool DecodeSummary(std::string_view in, int64_t base_us, uint64_t* name_id, Summ
 void EncodeRawChunk(uint64_t name_id, const RawTensorRecord& meta, const RawChunkHeader& h,
                     std::string_view chunk, int64_t base_us, std::string* out) {
   PutVarint64(out, name_id);
-  PutStepModeHead(out, meta.step, ModeFlags(meta.mode, meta.step, meta.mode_step),
-                  meta.mode_step);
+  PutStepModeHead(out, meta.step, ModeFlags(meta.mode, meta.step, meta.mode_step), meta.mode_step);
   PutShape(out, meta.dtype, meta.shape);
   PutVarsint64(out, meta.wall_us - base_us);
   PutVarint64(out, h.chunk_index);
@@ -176,16 +174,15 @@ void EncodeRawChunk(uint64_t name_id, const RawTensorRecord& meta, const RawChun
   out->append(chunk.data(), chunk.size());
 }
 
-bool DecodeRawChunk(std::string_view in, int64_t base_us, uint64_t* name_id,
-                    RawTensorRecord* meta, RawChunkHeader* h, std::string_view* chunk) {
+bool DecodeRawChunk(std::string_view in, int64_t base_us, uint64_t* name_id, RawTensorRecord* meta,
+                    RawChunkHeader* h, std::string_view* chunk) {
   Decoder d(in);
   uint8_t flags;
   if (!d.GetVarint64(name_id) ||
       !GetStepModeHead(&d, &meta->step, &flags, &meta->mode, &meta->mode_step) ||
       !GetShape(&d, &meta->dtype, &meta->shape) || !GetTime(&d, base_us, &meta->wall_us) ||
       !d.GetVarint64(&h->chunk_index) || !d.GetVarint64(&h->chunk_count) ||
-      !d.GetByte(&h->compression) || !d.GetVarint64(&h->raw_size) ||
-      !d.GetVarint64(&h->total_size))
+      !d.GetByte(&h->compression) || !d.GetVarint64(&h->raw_size) || !d.GetVarint64(&h->total_size))
     return false;
   if (h->chunk_count == 0 || h->chunk_index >= h->chunk_count) return false;
   *chunk = d.rest();
@@ -261,7 +258,9 @@ std::string RuleEventToJson(const RuleEventRecord& r) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void EncodeRuleEvent(const RuleEventRecord& r, std::string* out) { out->append(RuleEventToJson(r)); }
+void EncodeRuleEvent(const RuleEventRecord& r, std::string* out) {
+  out->append(RuleEventToJson(r));
+}
 
 bool DecodeRuleEvent(std::string_view in, RuleEventRecord* r) {
   auto j = nlohmann::json::parse(in, nullptr, false);

@@ -33,8 +33,8 @@ struct RawChunkHeader {
 void EncodeRawChunk(uint64_t name_id, const RawTensorRecord& meta, const RawChunkHeader& h,
                     std::string_view chunk, int64_t base_us, std::string* out);
 // `chunk` points into `in`.
-bool DecodeRawChunk(std::string_view in, int64_t base_us, uint64_t* name_id,
-                    RawTensorRecord* meta, RawChunkHeader* h, std::string_view* chunk);
+bool DecodeRawChunk(std::string_view in, int64_t base_us, uint64_t* name_id, RawTensorRecord* meta,
+                    RawChunkHeader* h, std::string_view* chunk);
 
 void EncodeStep(const StepRecord& r, int64_t base_us, std::string* out);
 bool DecodeStep(std::string_view in, int64_t base_us, StepRecord* r);

@@ -53,13 +53,13 @@ std::string ManifestToJson(const RunManifest& m) {
 
 Result<RunManifest> ManifestFromJson(const std::string& json) {
   auto j = nlohmann::json::parse(json, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::Corruption("run.json is not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    return Status::Corruption("run.json is not a JSON object");
   RunManifest m;
   try {
     m.schema_version = j.value("schema_version", 0);
     if (m.schema_version > kRunSchemaVersion) {
-      return Status::InvalidArgument("run.json schema_version " +
-                                     std::to_string(m.schema_version) +
+      return Status::InvalidArgument("run.json schema_version " + std::to_string(m.schema_version) +
                                      " is newer than this trainscope understands (" +
                                      std::to_string(kRunSchemaVersion) + ")");
     }
@@ -112,8 +112,8 @@ Status RequestStop(const std::string& run_dir, const std::string& reason,
   if (!env->IsDirectory(run_dir)) return Status::NotFound(run_dir + " is not a run directory");
   std::string dir = JoinPath(run_dir, "control");
   TS_RETURN_IF_ERROR(env->CreateDirs(dir));
-  nlohmann::json j{{"reason", reason}, {"requested_by", requested_by},
-                   {"wall_us", env->NowMicros()}};
+  nlohmann::json j{
+      {"reason", reason}, {"requested_by", requested_by}, {"wall_us", env->NowMicros()}};
   return env->WriteFileAtomic(JoinPath(dir, "stop.json"), j.dump() + "\n");
 }
 

@@ -75,8 +75,8 @@ void AppendFrameHead(std::string* out, uint8_t type, std::string_view prefix,
   char h[format::kFrameHeaderSize];
   EncodeFixed32(h, static_cast<uint32_t>(prefix.size() + data.size()));
   h[4] = static_cast<char>(type);
-  uint32_t crc = crc32c::Extend(crc32c::Value(prefix.data(), prefix.size()), data.data(),
-                                data.size());
+  uint32_t crc =
+      crc32c::Extend(crc32c::Value(prefix.data(), prefix.size()), data.data(), data.size());
   EncodeFixed32(h + 5, crc32c::Mask(crc));
   EncodeFixed32(h + 9, crc32c::Mask(crc32c::Value(h, 9)));
   out->append(h, sizeof(h));
@@ -166,8 +166,7 @@ std::string EncodeIndex(const SegmentIndex& index) {
 bool DecodeIndex(std::string_view payload, SegmentIndex* index) {
   Decoder d(payload);
   uint64_t n_names, n_entries;
-  if (!d.GetVarint64(&index->data_records) || !d.GetVarint64(&n_names) ||
-      n_names > d.remaining())
+  if (!d.GetVarint64(&index->data_records) || !d.GetVarint64(&n_names) || n_names > d.remaining())
     return false;
   index->names.resize(n_names);
   for (auto& n : index->names) {
@@ -208,18 +207,19 @@ Result<SegmentIndex> ReadSegmentIndex(const std::string& path) {
   if (*size < format::kHeaderSize + format::kFooterFrameSize)
     return Status::NotFound(path + ": no footer (segment too short)");
   std::string tail;
-  TS_RETURN_IF_ERROR(env->ReadAt(path, *size - format::kFooterFrameSize, format::kFooterFrameSize,
-                                 &tail));
+  TS_RETURN_IF_ERROR(
+      env->ReadAt(path, *size - format::kFooterFrameSize, format::kFooterFrameSize, &tail));
   uint64_t index_offset = 0;
   bool ok = false;
-  ScanFrames(tail, 0, true, {[&](uint64_t off, uint8_t type, std::string_view payload) {
-                               if (off == 0 && type == uint8_t(format::RecordType::kFooter) &&
-                                   payload.size() == format::kFooterPayloadSize) {
-                                 index_offset = DecodeFixed64(payload.data());
-                                 ok = true;
-                               }
-                             },
-                             nullptr, nullptr});
+  ScanFrames(tail, 0, true,
+             {[&](uint64_t off, uint8_t type, std::string_view payload) {
+                if (off == 0 && type == uint8_t(format::RecordType::kFooter) &&
+                    payload.size() == format::kFooterPayloadSize) {
+                  index_offset = DecodeFixed64(payload.data());
+                  ok = true;
+                }
+              },
+              nullptr, nullptr});
   if (!ok || index_offset >= *size - format::kFooterFrameSize)
     return Status::NotFound(path + ": no valid footer");
   std::string frame;
@@ -227,11 +227,12 @@ Result<SegmentIndex> ReadSegmentIndex(const std::string& path) {
   TS_RETURN_IF_ERROR(env->ReadAt(path, index_offset, len, &frame));
   SegmentIndex index;
   bool decoded = false;
-  ScanFrames(frame, 0, true, {[&](uint64_t off, uint8_t type, std::string_view payload) {
-                                if (off == 0 && type == uint8_t(format::RecordType::kIndex))
-                                  decoded = DecodeIndex(payload, &index);
-                              },
-                              nullptr, nullptr});
+  ScanFrames(frame, 0, true,
+             {[&](uint64_t off, uint8_t type, std::string_view payload) {
+                if (off == 0 && type == uint8_t(format::RecordType::kIndex))
+                  decoded = DecodeIndex(payload, &index);
+              },
+              nullptr, nullptr});
   if (!decoded) return Status::Corruption(path + ": segment index unreadable");
   return index;
 }

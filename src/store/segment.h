@@ -53,9 +53,9 @@ struct IndexEntry {
   uint32_t name_index;  // into SegmentIndex::names
   int64_t step;
   Mode mode;
-  uint8_t type;         // format::RecordType of the indexed record
-  uint64_t offset;      // file offset of the record's frame
-  uint32_t chunk;       // chunk index for raw chunks, else 0
+  uint8_t type;     // format::RecordType of the indexed record
+  uint64_t offset;  // file offset of the record's frame
+  uint32_t chunk;   // chunk index for raw chunks, else 0
 };
 struct SegmentIndex {
   std::vector<std::string> names;

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <vector>
+
+#include "store/record_codec.h"
 
 namespace trainscope {
 namespace {
@@ -99,8 +102,10 @@ TEST(Segment, CorruptLengthDoesNotSwallowFollowingRecords) {
 TEST(Segment, IndexRoundTrip) {
   SegmentIndex idx;
   idx.names = {"losses/loss", "weights/w"};
-  idx.entries = {{0, 1, Mode::kTrain, 2, 36, 0}, {1, 1, Mode::kTrain, 4, 100, 0},
-                 {1, 1, Mode::kTrain, 4, 5000, 1}, {0, 2, Mode::kEval, 2, 9000, 0}};
+  idx.entries = {{0, 1, Mode::kTrain, 2, 36, 0},
+                 {1, 1, Mode::kTrain, 4, 100, 0},
+                 {1, 1, Mode::kTrain, 4, 5000, 1},
+                 {0, 2, Mode::kEval, 2, 9000, 0}};
   idx.data_records = 4;
   SegmentIndex got;
   ASSERT_TRUE(DecodeIndex(EncodeIndex(idx), &got));
@@ -110,6 +115,29 @@ TEST(Segment, IndexRoundTrip) {
   EXPECT_EQ(got.entries[3].mode, Mode::kEval);
   EXPECT_EQ(got.Find("weights/w", 1, Mode::kGlobal).size(), 2u);
   EXPECT_EQ(got.Find("losses/loss", 2, Mode::kTrain).size(), 0u);
+}
+
+// The worked example in docs/format.md, section 6, byte for byte.
+TEST(FormatDoc, WorkedExample) {
+  const int64_t base = 1700000000000000;
+  std::string seg = EncodeSegmentHeader({0, base});
+  std::string p;
+  codec::EncodeNameDef(0, "losses/loss", &p);
+  AppendFrame(&seg, uint8_t(format::RecordType::kNameDef), p);
+  p.clear();
+  codec::EncodeScalar(0, {"", 3, Mode::kTrain, 3, 0.5, base + 1500}, base, &p);
+  AppendFrame(&seg, uint8_t(format::RecordType::kScalar), p);
+  const char* expected =
+      "54 53 53 45 47 0d 0a 1a 01 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 40 1e 18 24 "
+      "0a 06 00 f5 19 b1 03 0d 00 00 00 01 ed 31 f0 a6 1b 22 1e 8a 00 0b 6c 6f 73 73 65 73 2f "
+      "6c 6f 73 73 09 00 00 00 02 e6 a2 70 9b 08 e4 6c 60 00 06 0c 00 00 00 3f b8 17";
+  std::string hex;
+  for (unsigned char c : seg) {
+    char b[4];
+    std::snprintf(b, sizeof(b), hex.empty() ? "%02x" : " %02x", c);
+    hex += b;
+  }
+  EXPECT_EQ(hex, expected);
 }
 
 }  // namespace

@@ -69,9 +69,7 @@ class Writer::Impl {
     thread_ = std::thread([this] { Run(); });
   }
 
-  ~Impl() {
-    (void)Close();
-  }
+  ~Impl() { (void)Close(); }
 
   bool Enqueue(Item item) {
     size_t bytes = ItemBytes(item);
@@ -84,8 +82,9 @@ class Writer::Impl {
       if (!closing_) {
         lock.unlock();
         LogOnce("writer-queue-full:" + dir_, LogLevel::kWarning,
-                "record queue full for " + dir_ + ": dropping records (counted) rather than "
-                "blocking training");
+                "record queue full for " + dir_ +
+                    ": dropping records (counted) rather than "
+                    "blocking training");
       }
       return false;
     }
@@ -149,8 +148,8 @@ class Writer::Impl {
         std::unique_lock<std::mutex> lock(mu_);
         auto pred = [&] { return !queue_.empty() || closing_ || flush_requested_ > written_seq_; };
         int64_t deadline = NextDeadline();
-        auto tp = std::chrono::steady_clock::now() +
-                  std::chrono::microseconds(std::max<int64_t>(0, deadline - env_->MonotonicMicros()));
+        auto tp = std::chrono::steady_clock::now() + std::chrono::microseconds(std::max<int64_t>(
+                                                         0, deadline - env_->MonotonicMicros()));
         cv_.wait_until(lock, tp, pred);
         batch.swap(queue_);
         queued_bytes_ = 0;
@@ -508,7 +507,6 @@ Result<std::unique_ptr<Writer>> Writer::Open(const WriterOptions& options) {
   return std::unique_ptr<Writer>(
       new Writer(std::make_unique<Impl>(options, env, dir, *lock, next_seq)));
 }
-
 
 bool Writer::AddScalar(ScalarRecord r) { return impl_->Enqueue(std::move(r)); }
 bool Writer::AddSummary(SummaryRecord r) { return impl_->Enqueue(std::move(r)); }

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -105,7 +105,12 @@ TEST(WriterReader, RawTensorsRoundTripBitExactAcrossChunksAndCompression) {
     std::vector<float> v(3000);
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 17) * 0.25f - 1.0f;
     v[5] = __builtin_nanf("");
-    RawTensorRecord raw{"weights/w", 2, Mode::kTrain, 2, DType::kFloat32, {30, 100},
+    RawTensorRecord raw{"weights/w",
+                        2,
+                        Mode::kTrain,
+                        2,
+                        DType::kFloat32,
+                        {30, 100},
                         std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4),
                         NowMicros()};
     ASSERT_TRUE(w->AddRawTensor(raw));
@@ -261,8 +266,8 @@ class FaultEnv : public Env {
 TEST(WriterFaults, FullQueueDropsAndCountsInsteadOfBlocking) {
   TempDir tmp;
   FaultEnv env;
-  auto w = OpenWriter({.run_dir = tmp.path(), .queue_max_records = 50, .flush_bytes = 1,
-                       .env = &env});
+  auto w =
+      OpenWriter({.run_dir = tmp.path(), .queue_max_records = 50, .flush_bytes = 1, .env = &env});
   env.Hold();
   w->AddScalar(Loss(0, 1));  // the writer thread picks this up and blocks at the gate
   while (env.waiting.load() == 0) std::this_thread::yield();
@@ -335,8 +340,7 @@ TEST(StorageCost, BytesPerScalarAndPerSummary) {
   }
   double per_scalar = static_cast<double>(scalar_bytes) / kN;
   double per_summary = static_cast<double>(summary_bytes) / kN;
-  std::printf("bytes per scalar record: %.1f, per tensor summary: %.1f\n", per_scalar,
-              per_summary);
+  std::printf("bytes per scalar record: %.1f, per tensor summary: %.1f\n", per_scalar, per_summary);
   EXPECT_LT(per_scalar, 32.0);
   EXPECT_LT(per_summary, 100.0);
 }

@@ -39,8 +39,12 @@ inline void PutDouble(std::string* dst, double d) {
   PutFixed64(dst, v);
 }
 void PutVarint64(std::string* dst, uint64_t v);
-inline uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
-inline int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+inline uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+inline int64_t UnZigZag(uint64_t v) {
+  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
 inline void PutVarsint64(std::string* dst, int64_t v) { PutVarint64(dst, ZigZag(v)); }
 // Varint length followed by the bytes.
 void PutLengthPrefixed(std::string* dst, std::string_view s);

@@ -8,8 +8,8 @@ namespace trainscope {
 
 TEST(Coding, VarintRoundTripAndSizes) {
   std::string s;
-  std::vector<uint64_t> values = {0, 1, 127, 128, 300, 16383, 16384, (1ull << 35) + 7,
-                                  std::numeric_limits<uint64_t>::max()};
+  std::vector<uint64_t> values = {
+      0, 1, 127, 128, 300, 16383, 16384, (1ull << 35) + 7, std::numeric_limits<uint64_t>::max()};
   for (uint64_t v : values) PutVarint64(&s, v);
   Decoder d(s);
   for (uint64_t v : values) {

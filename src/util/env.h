@@ -19,7 +19,7 @@ class WritableFile {
   virtual Status Append(std::string_view data) = 0;  // all or an error
   virtual Status Sync() = 0;                         // fdatasync
   virtual Status Close() = 0;
-  virtual uint64_t size() const = 0;                 // bytes appended so far (incl. existing)
+  virtual uint64_t size() const = 0;  // bytes appended so far (incl. existing)
 };
 
 class Env {
@@ -29,7 +29,7 @@ class Env {
 
   // Opens `path` for appending, creating it if needed (O_APPEND|O_CLOEXEC).
   virtual Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path);
-  virtual Status CreateDirs(const std::string& path);  // mkdir -p
+  virtual Status CreateDirs(const std::string& path);                         // mkdir -p
   virtual Result<std::vector<std::string>> ListDir(const std::string& path);  // names, sorted
   virtual bool FileExists(const std::string& path);
   virtual bool IsDirectory(const std::string& path);

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <thread>
 
-#include "util/env.h"
 #include "trainscope/types.h"
+#include "util/env.h"
 
 namespace trainscope {
 namespace {

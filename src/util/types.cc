@@ -16,14 +16,14 @@ bool IEquals(std::string_view a, std::string_view b) {
 }
 
 constexpr std::pair<DType, std::string_view> kDTypes[] = {
-    {DType::kFloat32, "float32"}, {DType::kFloat64, "float64"}, {DType::kFloat16, "float16"},
-    {DType::kBFloat16, "bfloat16"}, {DType::kInt32, "int32"},   {DType::kInt64, "int64"},
-    {DType::kUInt8, "uint8"},     {DType::kBool, "bool"},       {DType::kInt8, "int8"},
+    {DType::kFloat32, "float32"},   {DType::kFloat64, "float64"}, {DType::kFloat16, "float16"},
+    {DType::kBFloat16, "bfloat16"}, {DType::kInt32, "int32"},     {DType::kInt64, "int64"},
+    {DType::kUInt8, "uint8"},       {DType::kBool, "bool"},       {DType::kInt8, "int8"},
     {DType::kInt16, "int16"},
 };
 
 constexpr std::pair<RuleStatus, std::string_view> kStatuses[] = {
-    {RuleStatus::kInProgress, "InProgress"}, {RuleStatus::kNoIssuesFound, "NoIssuesFound"},
+    {RuleStatus::kInProgress, "InProgress"},   {RuleStatus::kNoIssuesFound, "NoIssuesFound"},
     {RuleStatus::kIssuesFound, "IssuesFound"}, {RuleStatus::kError, "Error"},
     {RuleStatus::kWarning, "Warning"},
 };
@@ -32,10 +32,14 @@ constexpr std::pair<RuleStatus, std::string_view> kStatuses[] = {
 
 std::string_view ModeName(Mode m) {
   switch (m) {
-    case Mode::kTrain: return "TRAIN";
-    case Mode::kEval: return "EVAL";
-    case Mode::kPredict: return "PREDICT";
-    case Mode::kGlobal: return "GLOBAL";
+    case Mode::kTrain:
+      return "TRAIN";
+    case Mode::kEval:
+      return "EVAL";
+    case Mode::kPredict:
+      return "PREDICT";
+    case Mode::kGlobal:
+      return "GLOBAL";
   }
   return "UNKNOWN";
 }
@@ -64,15 +68,19 @@ std::optional<DType> ParseDType(std::string_view name) {
 size_t DTypeSize(DType t) {
   switch (t) {
     case DType::kFloat64:
-    case DType::kInt64: return 8;
+    case DType::kInt64:
+      return 8;
     case DType::kFloat32:
-    case DType::kInt32: return 4;
+    case DType::kInt32:
+      return 4;
     case DType::kFloat16:
     case DType::kBFloat16:
-    case DType::kInt16: return 2;
+    case DType::kInt16:
+      return 2;
     case DType::kUInt8:
     case DType::kInt8:
-    case DType::kBool: return 1;
+    case DType::kBool:
+      return 1;
   }
   return 0;
 }
@@ -95,9 +103,9 @@ double TensorStats::std() const { return std::sqrt(var); }
 
 const std::vector<std::string>& TensorStats::ReductionNames() {
   static const std::vector<std::string> kNames = {
-      "min",   "max",     "mean",    "std",   "var",       "l1",        "l2",
-      "abs_mean", "count", "nan",    "inf",   "pos_inf",   "neg_inf",   "zeros",
-      "negatives", "positives", "finite", "zero_fraction"};
+      "min",     "max",      "mean",      "std",       "var",    "l1",
+      "l2",      "abs_mean", "count",     "nan",       "inf",    "pos_inf",
+      "neg_inf", "zeros",    "negatives", "positives", "finite", "zero_fraction"};
   return kNames;
 }
 

@@ -33,8 +33,14 @@ int main(int argc, char** argv) {
     }
     if (step % 50 == 0) {
       for (size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<char>((i * 31 + step) & 0xff);
-      (*w)->AddRawTensor({"weights/w", step, Mode::kTrain, step, DType::kUInt8,
-                          {static_cast<int64_t>(blob.size())}, blob, NowMicros()});
+      (*w)->AddRawTensor({"weights/w",
+                          step,
+                          Mode::kTrain,
+                          step,
+                          DType::kUInt8,
+                          {static_cast<int64_t>(blob.size())},
+                          blob,
+                          NowMicros()});
     }
     if (step % 20 == 19) {
       (*w)->Flush();

@@ -79,8 +79,10 @@ bool ChildProcess::Poll() {
   pid_t r = waitpid(pid_, &status, WNOHANG);
   if (r == pid_) {
     exited_ = true;
-    if (WIFEXITED(status)) exit_code_ = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status)) exit_code_ = 128 + WTERMSIG(status);
+    if (WIFEXITED(status))
+      exit_code_ = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+      exit_code_ = 128 + WTERMSIG(status);
   }
   return exited_;
 }

@@ -47,7 +47,8 @@ int Inspect(Context& ctx) {
   j["ended"] = r.Ended();
   nlohmann::json streams = nlohmann::json::array();
   for (const auto& s : r.Streams()) {
-    nlohmann::json sj{{"stream", s}, {"live", r.StreamLive(s)},
+    nlohmann::json sj{{"stream", s},
+                      {"live", r.StreamLive(s)},
                       {"steps", r.StepRecords(s).size()},
                       {"summaries", r.Summaries(s).size()},
                       {"system_samples", r.SystemSamples(s).size()}};
@@ -88,17 +89,16 @@ int Inspect(Context& ctx) {
   auto& o = ctx.out;
   o << "run " << pos[0] << "  (" << (r.manifest().id.empty() ? "no run.json" : r.manifest().id)
     << ", " << (r.Ended() ? "ended" : "live") << ")\n";
-  o << "segments " << st.segments << ", records " << st.records << ", data "
-    << HumanBytes(st.bytes) << "\n\nstreams:\n";
+  o << "segments " << st.segments << ", records " << st.records << ", data " << HumanBytes(st.bytes)
+    << "\n\nstreams:\n";
   for (const auto& s : streams) {
     o << "  " << std::left << std::setw(22) << s["stream"].get<std::string>()
-      << (s["live"].get<bool>() ? "live " : "done ") << " steps " << s["steps"]
-      << "  summaries " << s["summaries"] << "  system samples " << s["system_samples"];
+      << (s["live"].get<bool>() ? "live " : "done ") << " steps " << s["steps"] << "  summaries "
+      << s["summaries"] << "  system samples " << s["system_samples"];
     if (s.contains("records_dropped")) {
       o << "  written " << s["records_written"] << " ("
-        << HumanBytes(s["bytes_written"].get<uint64_t>()) << ")  dropped "
-        << s["records_dropped"] << " (" << HumanBytes(s["bytes_dropped"].get<uint64_t>())
-        << ")";
+        << HumanBytes(s["bytes_written"].get<uint64_t>()) << ")  dropped " << s["records_dropped"]
+        << " (" << HumanBytes(s["bytes_dropped"].get<uint64_t>()) << ")";
       if (s["io_errors"].get<uint64_t>() > 0) o << "  I/O errors " << s["io_errors"];
     }
     o << "\n";
@@ -112,7 +112,8 @@ int Inspect(Context& ctx) {
   size_t shown = 0;
   for (const auto& t : tensors) {
     if (++shown > 20) {
-      o << "  ... and " << tensors.size() - 20 << " more (trainscope inspect --json lists counts)\n";
+      o << "  ... and " << tensors.size() - 20
+        << " more (trainscope inspect --json lists counts)\n";
       break;
     }
     o << "  " << t << "  (" << r.TensorSteps(t).size() << " steps)\n";

@@ -99,11 +99,14 @@ int Run(Context& ctx) {
     std::vector<ActionSpec> specs;
     std::stringstream ss(actions);
     for (std::string a; std::getline(ss, a, ',');) {
-      if (a == "stop_training") specs.push_back({.type = ActionType::kStopTraining});
-      else if (a == "log") specs.push_back({.type = ActionType::kLog});
+      if (a == "stop_training")
+        specs.push_back({.type = ActionType::kStopTraining});
+      else if (a == "log")
+        specs.push_back({.type = ActionType::kLog});
       else if (!a.empty()) {
-        ctx.err << "trainscope run: unknown action '" << a
-                << "' for --actions (allowed: stop_training, log; webhook and exec need --config)\n";
+        ctx.err
+            << "trainscope run: unknown action '" << a
+            << "' for --actions (allowed: stop_training, log; webhook and exec need --config)\n";
         return 2;
       }
     }
@@ -126,8 +129,10 @@ int Run(Context& ctx) {
 
   RunManifest manifest;
   manifest.command = command;
-  nlohmann::json cfg{{"launcher", "trainscope run"}, {"interval_ms", interval_ms},
-                     {"rules", rule_names}, {"config", config_path}};
+  nlohmann::json cfg{{"launcher", "trainscope run"},
+                     {"interval_ms", interval_ms},
+                     {"rules", rule_names},
+                     {"config", config_path}};
   manifest.config_json = cfg.dump();
   Status st = CreateOrOpenRun(out, &manifest);
   if (!st.ok()) {
@@ -144,8 +149,7 @@ int Run(Context& ctx) {
 
   InstallForwardingHandlers();
   ChildProcess child;
-  if (!child.Start(command, {{"TRAINSCOPE_RUN_DIR", out}, {"TRAINSCOPE_MONITORED", "1"}},
-                   &error)) {
+  if (!child.Start(command, {{"TRAINSCOPE_RUN_DIR", out}, {"TRAINSCOPE_MONITORED", "1"}}, &error)) {
     ctx.err << "trainscope run: " << error << "\n";
     w.AddEvent({"launch_failed", NowMicros(), nlohmann::json{{"error", error}}.dump()});
     w.Close();
@@ -158,9 +162,8 @@ int Run(Context& ctx) {
   SystemSamplerOptions so;
   so.interval_ms = interval_ms;
   so.root_pid = child.pid();
-  auto sampler = SystemSampler::Create(so, [&w](SystemSampleRecord r) {
-    w.AddSystemSample(std::move(r));
-  });
+  auto sampler =
+      SystemSampler::Create(so, [&w](SystemSampleRecord r) { w.AddSystemSample(std::move(r)); });
   if (sampler.ok()) {
     (void)(*sampler)->Start();
   } else {

@@ -25,7 +25,8 @@ int Verify(Context& ctx) {
   }
   const ReadStats& st = (*reader)->stats();
   if (st.segments == 0) {
-    ctx.err << "trainscope verify: " << pos[0] << " contains no segments (is it a run directory?)\n";
+    ctx.err << "trainscope verify: " << pos[0]
+            << " contains no segments (is it a run directory?)\n";
     return 2;
   }
   bool corrupt = st.corrupt_regions > 0 || st.undecodable_records > 0;

@@ -49,6 +49,6 @@ class Args {
 
 #define TS_CONCAT_INNER(a, b) a##b
 #define TS_CONCAT(a, b) TS_CONCAT_INNER(a, b)
-#define TS_COMMAND(name, summary, usage, fn)                                     \
-  static const bool TS_CONCAT(ts_cmd_registered_, __LINE__) =                     \
+#define TS_COMMAND(name, summary, usage, fn)                  \
+  static const bool TS_CONCAT(ts_cmd_registered_, __LINE__) = \
       ::trainscope::cli::RegisterCommand({name, summary, usage, fn})

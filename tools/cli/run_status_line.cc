@@ -77,7 +77,9 @@ void RunStatusLine::Update(const RuleRunner* rules) {
 
 void RunStatusLine::Note(const std::string& msg) {
   if (!enabled_) return;
-  out_ << "\r" << std::string(width_, ' ') << "\r" << "trainscope: " << msg << "\n" << std::flush;
+  out_ << "\r" << std::string(width_, ' ') << "\r"
+       << "trainscope: " << msg << "\n"
+       << std::flush;
 }
 
 void RunStatusLine::Finish() {
