@@ -99,6 +99,9 @@ class Session {
                      int64_t optimizer_us);
   // Ends the current step: records its StepRecord and advances the counters.
   void Step();
+  // Resumes the counters (after restoring a checkpoint): the next step recorded is `global`,
+  // and each mode continues from its given step.
+  void RestoreSteps(int64_t global, int64_t train, int64_t eval, int64_t predict);
   // Records a generic event (checkpoint, annotation...).
   void Event(const std::string& kind, const std::string& json = "{}");
   // True once a stop was requested through RUN/control/stop.json (checked at most every 50 ms).

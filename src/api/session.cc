@@ -196,6 +196,14 @@ void Session::Step() {
   mode_steps_[static_cast<int>(m)].fetch_add(1, std::memory_order_relaxed);
 }
 
+void Session::RestoreSteps(int64_t global, int64_t train, int64_t eval, int64_t predict) {
+  step_.store(global, std::memory_order_relaxed);
+  mode_steps_[0].store(train, std::memory_order_relaxed);
+  mode_steps_[1].store(eval, std::memory_order_relaxed);
+  mode_steps_[2].store(predict, std::memory_order_relaxed);
+  step_start_us_ = NowMicros();
+}
+
 void Session::Event(const std::string& kind, const std::string& json) {
   if (!closed_) writer_->AddEvent({kind, NowMicros(), json.empty() ? "{}" : json});
 }

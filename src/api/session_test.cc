@@ -93,6 +93,30 @@ TEST(Session, CustomCollectionWithRegexRawAndHistogram) {
   EXPECT_EQ(sum->stats.histogram.counts, (std::vector<uint64_t>{1, 1, 1, 1}));
 }
 
+TEST(Session, RestoreStepsContinuesTheSeries) {
+  testing::TempDir tmp;
+  {
+    auto s = Session::Open({.out_dir = tmp.path()});
+    for (int i = 0; i < 5; ++i) {
+      (*s)->SaveScalar("losses/loss", i);
+      (*s)->Step();
+    }
+  }
+  auto s = Session::Open({.out_dir = tmp.path()});
+  (*s)->RestoreSteps(3, 3, 0, 0);  // resumed from a checkpoint taken after step 2
+  for (int i = 3; i < 7; ++i) {
+    (*s)->SaveScalar("losses/loss", 10 * i);
+    (*s)->Step();
+  }
+  (*s)->Close();
+  auto r = RunReader::Open(tmp.path());
+  auto loss = (*r)->Scalar("losses/loss");
+  ASSERT_EQ(loss.size(), 7u);
+  EXPECT_EQ(loss[2].value, 2);
+  EXPECT_EQ(loss[3].value, 30);
+  EXPECT_EQ(loss[6].step, 6);
+}
+
 TEST(Session, BadConfigurationIsAClearError) {
   testing::TempDir tmp;
   SessionOptions o{.out_dir = tmp.path()};
