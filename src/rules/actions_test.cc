@@ -1,0 +1,167 @@
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "trainscope/rules.h"
+
+namespace trainscope {
+namespace {
+
+RuleEventRecord Event() {
+  RuleEventRecord e;
+  e.rule = "dead_loss";
+  e.status = RuleStatus::kIssuesFound;
+  e.step = 7;
+  e.worker = "worker-0";
+  e.message = "loss constant";
+  e.firing = 1;
+  e.wall_us = 1;
+  return e;
+}
+
+// A one-shot HTTP server on 127.0.0.1 that records the request and answers `status`.
+class OneShotServer {
+ public:
+  explicit OneShotServer(int status) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    ::listen(fd_, 4);
+    thread_ = std::thread([this, status] {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      char buf[4096];
+      std::string req;
+      while (true) {
+        ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        req.append(buf, n);
+        size_t h = req.find("\r\n\r\n");
+        if (h != std::string::npos) {
+          size_t cl = req.find("Content-Length: ");
+          size_t len = std::strtoul(req.c_str() + cl + 16, nullptr, 10);
+          if (req.size() >= h + 4 + len) break;
+        }
+      }
+      std::string reply = "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: 0\r\n\r\n";
+      ::send(c, reply.data(), reply.size(), 0);
+      ::close(c);
+      request_.set_value(req);
+    });
+  }
+  ~OneShotServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
+  std::string Request() { return request_.get_future().get(); }
+
+ private:
+  int fd_;
+  int port_;
+  std::promise<std::string> request_;
+  std::thread thread_;
+};
+
+TEST(HttpPost, PostsJsonWithSlackText) {
+  OneShotServer server(200);
+  ActionDispatcher d(ActionDispatcherOptions{});
+  ActionSpec a;
+  a.type = ActionType::kWebhook;
+  a.url = server.url();
+  ASSERT_TRUE(d.Dispatch(Event(), a, 0));
+  std::string req = server.Request();
+  d.Drain();
+  EXPECT_EQ(req.rfind("POST /hook HTTP/1.1\r\n", 0), 0u) << req;
+  EXPECT_NE(req.find("\"text\":\"trainscope: rule dead_loss IssuesFound at step 7"),
+            std::string::npos);
+  EXPECT_NE(req.find("\"rule\":\"dead_loss\""), std::string::npos);
+  EXPECT_EQ(d.stats().done, 1u);
+}
+
+TEST(HttpPost, ErrorStatusAndRefusedConnectionFail) {
+  OneShotServer server(500);
+  Status st = HttpPost(server.url(), "{}", 2000, 0);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("HTTP 500"), std::string::npos);
+  // Port 9 (discard) on loopback is normally closed: connection refused, bounded retries.
+  Status refused = HttpPost("http://127.0.0.1:9/x", "{}", 500, 1);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_FALSE(HttpPost("https://example.com/", "{}", 500, 0).ok());
+}
+
+TEST(RunCommand, PassesEventOnStdin) {
+  std::string path = ::testing::TempDir() + "/ts_exec_" + std::to_string(::getpid());
+  ActionDispatcher d(ActionDispatcherOptions{});
+  ActionSpec a;
+  a.type = ActionType::kExec;
+  a.command = "cat > " + path;
+  ASSERT_TRUE(d.Dispatch(Event(), a, 0));
+  d.Drain();
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find("\"message\":\"loss constant\""), std::string::npos);
+  EXPECT_EQ(d.stats().done, 1u);
+  std::remove(path.c_str());
+}
+
+TEST(RunCommand, TimeoutKillsAndExitCodeReported) {
+  Status st = RunCommand("sleep 30", "", 100);
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  Status bad = RunCommand("exit 3", "", 5000);
+  EXPECT_NE(bad.message().find("exited with 3"), std::string::npos);
+  EXPECT_TRUE(RunCommand("read x; test \"$x\" = hello", "hello\n", 5000).ok());
+}
+
+TEST(ActionDispatcher, RateLimitAndBoundedQueue) {
+  int64_t now = 0;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  int stops = 0;
+  ActionDispatcherOptions o;
+  o.queue_max = 1;
+  o.clock = [&] { return now; };
+  o.stop_training = [&](const RuleEventRecord&) {
+    released.wait();
+    ++stops;
+  };
+  ActionDispatcher d(o);
+  ActionSpec a;
+  a.type = ActionType::kStopTraining;
+  a.min_interval_s = 10;
+  RuleEventRecord e = Event();
+  EXPECT_TRUE(d.Dispatch(e, a, 0));
+  EXPECT_FALSE(d.Dispatch(e, a, 0));  // same rule + action within 10 s
+  EXPECT_EQ(d.stats().rate_limited, 1u);
+  now += 11'000'000;
+  // The first may still be queued or already running; fill the queue, then one more drops.
+  a.min_interval_s = 0;
+  e.rule = "r2";
+  bool second = d.Dispatch(e, a, 0);
+  e.rule = "r3";
+  bool third = d.Dispatch(e, a, 0);
+  e.rule = "r4";
+  bool fourth = d.Dispatch(e, a, 0);
+  EXPECT_FALSE(second && third && fourth);
+  EXPECT_GE(d.stats().dropped, 1u);
+  release.set_value();
+  d.Drain();
+  EXPECT_EQ(static_cast<uint64_t>(stops), d.stats().done);
+}
+
+}  // namespace
+}  // namespace trainscope

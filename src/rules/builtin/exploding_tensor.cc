@@ -1,0 +1,84 @@
+// exploding_tensor: fires when an inspected tensor contains NaN (or ±Inf unless only_nan).
+#include "rules/builtin/builtin.h"
+#include "rules/rule_util.h"
+
+namespace trainscope::rules {
+namespace {
+
+class ExplodingTensor : public Rule {
+ public:
+  ExplodingTensor(TensorSelector sel, bool all, bool only_nan)
+      : sel_(std::move(sel)), all_(all), only_nan_(only_nan) {}
+  std::vector<const TensorSelector*> Selectors() const override {
+    if (all_) return {};
+    return {&sel_};
+  }
+
+  void OnStepData(const StepData& d, RuleContext& ctx) override {
+    Evaluation e = EvalFor(d);
+    e.threshold = 0;
+    double bad = 0;
+    bool any = false;
+    auto check = [&](const std::string& name, double count) {
+      any = true;
+      if (count > 0) {
+        e.tensors.push_back(name);
+        bad += count;
+      }
+    };
+    for (const auto& s : d.summaries) {
+      if (!all_ && !sel_.Matches(s.name)) continue;
+      check(s.name,
+            static_cast<double>(s.stats.nan + (only_nan_ ? 0 : s.stats.pos_inf + s.stats.neg_inf)));
+    }
+    for (const auto& s : d.scalars) {
+      if (!all_ && !sel_.Matches(s.name)) continue;
+      check(s.name, std::isnan(s.value) || (!only_nan_ && std::isinf(s.value)) ? 1 : 0);
+    }
+    if (!any) return;
+    e.value = bad;
+    e.violated = bad > 0;
+    if (e.violated) {
+      e.message =
+          Fmt(bad) + (only_nan_ ? " NaN" : " NaN/Inf") + " value(s) in " + JoinLimited(e.tensors);
+    }
+    ctx.Report(e);
+  }
+
+ private:
+  TensorSelector sel_;
+  bool all_;
+  bool only_nan_;
+};
+
+}  // namespace
+
+RuleType ExplodingTensorRule() {
+  RuleType t;
+  t.name = "exploding_tensor";
+  t.summary = "a tensor contains NaN or infinite values";
+  t.params = {
+      PNone("collection_names", ParamType::kString,
+            "comma-separated collections to inspect (default: all tensors and scalars)"),
+      PNone("tensor_regex", ParamType::kRegex, "regex of tensor names to inspect"),
+      P("only_nan", ParamType::kBool, "false", "only NaN counts, not ±Inf"),
+  };
+  t.requirements = [](const RuleParams& p) {
+    RuleRequirements r;
+    r.collections = SplitList(p.Str("collection_names"));
+    if (p.IsSet("tensor_regex")) r.regexes = {p.Str("tensor_regex")};
+    if (r.collections.empty() && r.regexes.empty()) r.collections = {"losses", "gradients"};
+    r.modes = {Mode::kTrain, Mode::kEval};
+    r.save_interval = 100;
+    return r;
+  };
+  t.create = [](const RuleParams& p) -> Result<std::unique_ptr<Rule>> {
+    auto sel = SelectorFromParams("exploding_tensor", p, false);
+    if (!sel.ok()) return sel.status();
+    bool all = sel->empty();
+    return std::unique_ptr<Rule>(new ExplodingTensor(sel.value(), all, p.Bool("only_nan")));
+  };
+  return t;
+}
+
+}  // namespace trainscope::rules

@@ -1,0 +1,52 @@
+#include "rules/builtin/rule_test_util.h"
+
+namespace trainscope::rules::testing {
+namespace {
+
+TEST(ExplodingTensor, FiresOnNanAndInf) {
+  auto rule = MakeRule(ExplodingTensorRule());
+  FakeContext ctx;
+  StepData d = Step(3);
+  d.summaries.push_back(Summary("gradients/a", 3, {1, NAN, INFINITY}));
+  d.summaries.push_back(Summary("gradients/b", 3, {1, 2}));
+  rule->OnStepData(d, ctx);
+  ASSERT_EQ(ctx.evals.size(), 1u);
+  EXPECT_TRUE(ctx.evals[0].violated);
+  EXPECT_EQ(ctx.evals[0].value, 2);
+  EXPECT_EQ(ctx.evals[0].tensors, std::vector<std::string>{"gradients/a"});
+}
+
+TEST(ExplodingTensor, OnlyNanIgnoresInf) {
+  auto rule = MakeRule(ExplodingTensorRule(), {{"only_nan", "true"}});
+  FakeContext ctx;
+  StepData d = Step(3);
+  d.summaries.push_back(Summary("gradients/a", 3, {1, INFINITY}));
+  rule->OnStepData(d, ctx);
+  ASSERT_EQ(ctx.evals.size(), 1u);
+  EXPECT_FALSE(ctx.evals[0].violated);
+}
+
+TEST(ExplodingTensor, NanLossScalarFires) {
+  auto rule = MakeRule(ExplodingTensorRule(), {{"collection_names", "losses"}});
+  FakeContext ctx;
+  rule->OnStepData(LossStep(1, 0.5), ctx);
+  rule->OnStepData(LossStep(2, NAN), ctx);
+  ASSERT_EQ(ctx.evals.size(), 2u);
+  EXPECT_FALSE(ctx.evals[0].violated);
+  EXPECT_TRUE(ctx.evals[1].violated);
+  EXPECT_EQ(rule->Selectors().size(), 1u);
+}
+
+TEST(ExplodingTensor, RegexLimitsSelection) {
+  auto rule = MakeRule(ExplodingTensorRule(), {{"tensor_regex", "fc2"}});
+  FakeContext ctx;
+  StepData d = Step(3);
+  d.summaries.push_back(Summary("gradients/fc1", 3, {NAN}));
+  d.summaries.push_back(Summary("gradients/fc2", 3, {1.0}));
+  rule->OnStepData(d, ctx);
+  ASSERT_EQ(ctx.evals.size(), 1u);
+  EXPECT_FALSE(ctx.evals[0].violated);
+}
+
+}  // namespace
+}  // namespace trainscope::rules::testing

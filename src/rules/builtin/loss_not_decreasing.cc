@@ -1,0 +1,173 @@
+// loss_not_decreasing: every num_steps steps, compares the mean of the latest `window` saved
+// loss values with the mean of the `window` values ending at the newest value saved at least
+// num_steps earlier (a moving average shifted by num_steps; the first check waits for both
+// windows to be full); fires when
+// it did not decrease by diff_percent, or rose more than increase_threshold_percent above the
+// best smoothed value so far. window=1 is SageMaker's literal two-sample comparison.
+#include <deque>
+#include <map>
+#include <tuple>
+
+#include "rules/builtin/builtin.h"
+#include "rules/rule_util.h"
+
+namespace trainscope::rules {
+namespace {
+
+class LossNotDecreasing : public Rule {
+ public:
+  LossNotDecreasing(TensorSelector sel, std::optional<Mode> mode, int64_t num_steps,
+                    double diff_percent, double increase_percent, int64_t window)
+      : sel_(std::move(sel)),
+        mode_(mode),
+        num_steps_(num_steps),
+        diff_(diff_percent / 100),
+        increase_(increase_percent / 100),
+        window_(window) {}
+  std::vector<const TensorSelector*> Selectors() const override { return {&sel_}; }
+
+  void OnStepData(const StepData& d, RuleContext& ctx) override {
+    // Unset: TRAIN only. EVAL batches of one evaluation share the same weights, so their
+    // losses are not a time series (overfit/overtraining compare whole evaluations).
+    Mode want = mode_.value_or(Mode::kTrain);
+    if (want != Mode::kGlobal && d.mode != want) return;
+    Evaluation e = EvalFor(d);
+    bool checked = false;
+    for (const auto& nv : SelectedValues(d, sel_)) {
+      if (!std::isfinite(nv.value)) continue;  // exploding_tensor / dead_loss report these
+      Series& s = series_[{d.stream, static_cast<int>(d.mode), *nv.name}];
+      s.points.emplace_back(d.step, nv.value);
+      if (s.points.size() > 4096) s.points.pop_front();
+      if (s.next_check < 0) s.next_check = s.points.front().first + num_steps_;
+      if (d.step < s.next_check) continue;
+      if (Check(s, *nv.name, &e)) checked = true;
+    }
+    if (!checked) return;
+    e.violated = !e.tensors.empty();
+    ctx.Report(e);
+  }
+
+ private:
+  struct Series {
+    std::deque<std::pair<int64_t, double>> points;  // (step, value)
+    int64_t next_check = -1;
+    double best = INFINITY;  // best smoothed value so far
+  };
+
+  static double Mean(const std::deque<std::pair<int64_t, double>>& p, size_t from, size_t to) {
+    double sum = 0;
+    for (size_t i = from; i < to; ++i) sum += p[i].second;
+    return sum / static_cast<double>(to - from);
+  }
+
+  // Returns true when a comparison was made; adds the tensor to e->tensors when violated.
+  bool Check(Series& s, const std::string& name, Evaluation* e) {
+    const auto& p = s.points;
+    int64_t now = p.back().first;
+    // Baseline: newest saved point at least num_steps before now.
+    size_t j = p.size();
+    for (size_t k = p.size(); k-- > 0;) {
+      if (p[k].first <= now - num_steps_) {
+        j = k;
+        break;
+      }
+    }
+    size_t w = static_cast<size_t>(window_);
+    // Both sides need a full window: a mean of fewer noisy minibatch losses cries wolf.
+    if (j == p.size() || j + 1 < w) return false;
+    s.next_check = now + num_steps_;
+    size_t base_from = j + 1 - w;
+    double baseline = Mean(p, base_from, j + 1);
+    // The two windows may overlap: the overlap cancels in the difference, which stays the
+    // shift of num_steps, while the noise of the difference falls as 1/window.
+    size_t cur_from = p.size() >= w ? p.size() - w : 0;
+    double current = Mean(p, cur_from, p.size());
+    double required = baseline - std::fabs(baseline) * diff_;
+    bool increased = std::isfinite(s.best) && current > s.best + std::fabs(s.best) * increase_;
+    s.best = std::min(s.best, std::min(current, baseline));
+    if (current > required || increased) {
+      e->tensors.push_back(name);
+      e->value = current;
+      e->threshold = increased && current <= required ? s.best * (1 + increase_) : required;
+      e->message = increased && current <= required
+                       ? name + " rose to " + Fmt(current) + ", more than " + Fmt(increase_ * 100) +
+                             "% above its best " + Fmt(s.best)
+                       : name + " did not decrease by " + Fmt(diff_ * 100) + "% over " +
+                             std::to_string(now - p[j].first) + " steps: mean " + Fmt(current) +
+                             " (step " + std::to_string(now) + ") vs " + Fmt(baseline) + " (step " +
+                             std::to_string(p[j].first) + ")";
+    } else if (e->tensors.empty()) {
+      e->value = current;
+      e->threshold = required;
+    }
+    return true;
+  }
+
+  TensorSelector sel_;
+  std::optional<Mode> mode_;
+  int64_t num_steps_;
+  double diff_;
+  double increase_;
+  int64_t window_;
+  std::map<std::tuple<std::string, int, std::string>, Series> series_;
+};
+
+}  // namespace
+
+RuleType LossNotDecreasingRule() {
+  RuleType t;
+  t.name = "loss_not_decreasing";
+  t.summary = "the (smoothed) loss did not decrease over num_steps steps";
+  t.params = {
+      PNone("collection_names", ParamType::kString, "more collections holding losses"),
+      PNone("tensor_regex", ParamType::kRegex, "regex of loss tensor names"),
+      P("use_losses_collection", ParamType::kBool, "true", "include the losses collection"),
+      P("num_steps", ParamType::kInt, "10", "compare with the loss at least this many steps ago"),
+      P("diff_percent", ParamType::kDouble, "0.1", "required decrease in percent"),
+      P("increase_threshold_percent", ParamType::kDouble, "5",
+        "fires when the loss rises this many percent above its best"),
+      PNone("mode", ParamType::kString,
+            "TRAIN, EVAL, PREDICT or GLOBAL = every mode, each its own series (default: TRAIN)"),
+      P("window", ParamType::kInt, "20",
+        "saved values averaged on each side of the comparison (1: SageMaker's raw samples)"),
+  };
+  t.requirements = [](const RuleParams& p) {
+    RuleRequirements r;
+    r.collections = SplitList(p.Str("collection_names"));
+    if (p.Bool("use_losses_collection")) r.collections.push_back("losses");
+    if (p.IsSet("tensor_regex")) r.regexes = {p.Str("tensor_regex")};
+    r.modes = {Mode::kTrain, Mode::kEval};
+    r.save_interval = 1;
+    return r;
+  };
+  t.create = [](const RuleParams& p) -> Result<std::unique_ptr<Rule>> {
+    std::vector<std::string> colls = SplitList(p.Str("collection_names"));
+    if (p.Bool("use_losses_collection")) colls.push_back("losses");
+    if (colls.empty() && !p.IsSet("tensor_regex")) {
+      return Status::InvalidArgument(
+          "rule loss_not_decreasing: use_losses_collection is false and no collection_names "
+          "or tensor_regex given");
+    }
+    auto sel = TensorSelector::Make(colls, p.Str("tensor_regex"));
+    if (!sel.ok()) return sel.status();
+    std::optional<Mode> mode;
+    if (p.IsSet("mode")) {
+      mode = ParseMode(p.Str("mode"));
+      if (!mode) {
+        return Status::InvalidArgument(
+            "rule loss_not_decreasing: mode must be TRAIN, EVAL, "
+            "PREDICT or GLOBAL, got '" +
+            p.Str("mode") + "'");
+      }
+    }
+    if (p.Int("num_steps") < 1 || p.Int("window") < 1) {
+      return Status::InvalidArgument("rule loss_not_decreasing: num_steps and window must be >= 1");
+    }
+    return std::unique_ptr<Rule>(
+        new LossNotDecreasing(sel.value(), mode, p.Int("num_steps"), p.Double("diff_percent"),
+                              p.Double("increase_threshold_percent"), p.Int("window")));
+  };
+  return t;
+}
+
+}  // namespace trainscope::rules

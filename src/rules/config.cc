@@ -1,0 +1,270 @@
+// Rules configuration: JSON config files and comma-separated rule names (docs/rules.md).
+#include <nlohmann/json.hpp>
+
+#include "trainscope/rules.h"
+
+namespace trainscope {
+namespace {
+
+using nlohmann::json;
+
+std::string JoinNames(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+Result<std::string> ParamText(const std::string& rule, const std::string& name, const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
+  if (v.is_null()) return std::string("None");
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_number()) return v.dump();
+  if (v.is_array()) {  // collection_names as a list
+    std::string out;
+    for (const auto& e : v) {
+      if (!e.is_string()) break;
+      out += (out.empty() ? "" : ",") + e.get<std::string>();
+    }
+    return out;
+  }
+  return Status::InvalidArgument("rule " + rule + ": parameter '" + name +
+                                 "' must be a number, bool or string");
+}
+
+Result<ActionSpec> ParseAction(const std::string& rule, const json& j) {
+  ActionSpec a;
+  a.min_interval_s = -1;
+  std::string type;
+  if (j.is_string()) {
+    type = j.get<std::string>();
+  } else if (j.is_object() && j.contains("type") && j["type"].is_string()) {
+    type = j["type"].get<std::string>();
+  } else {
+    return Status::InvalidArgument("rule " + rule +
+                                   ": an action is a name or an object with a \"type\"");
+  }
+  if (type == "stop_training") {
+    a.type = ActionType::kStopTraining;
+  } else if (type == "webhook") {
+    a.type = ActionType::kWebhook;
+  } else if (type == "exec") {
+    a.type = ActionType::kExec;
+  } else if (type == "log") {
+    a.type = ActionType::kLog;
+  } else {
+    return Status::InvalidArgument("rule " + rule + ": unknown action '" + type +
+                                   "'; valid actions: stop_training, webhook, exec, log");
+  }
+  if (j.is_object()) {
+    static const std::vector<std::string> kKeys = {"type",       "url",     "command",
+                                                   "timeout_ms", "retries", "min_interval_s"};
+    for (const auto& [k, v] : j.items()) {
+      if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
+        return Status::InvalidArgument("rule " + rule + ": unknown action field '" + k +
+                                       "'; valid fields: " + JoinNames(kKeys));
+      }
+    }
+    try {
+      if (j.contains("url")) a.url = j["url"].get<std::string>();
+      if (j.contains("command")) a.command = j["command"].get<std::string>();
+      if (j.contains("timeout_ms")) a.timeout_ms = j["timeout_ms"].get<int64_t>();
+      if (j.contains("retries")) a.retries = j["retries"].get<int>();
+      if (j.contains("min_interval_s")) a.min_interval_s = j["min_interval_s"].get<double>();
+    } catch (const json::exception& e) {
+      return Status::InvalidArgument("rule " + rule + ": bad action field: " + e.what());
+    }
+  }
+  if (a.type == ActionType::kWebhook && a.url.rfind("http://", 0) != 0) {
+    return Status::InvalidArgument(
+        "rule " + rule +
+        ": webhook needs \"url\": \"http://host[:port]/path\" (https is not "
+        "supported; use an exec action with curl for https)");
+  }
+  if (a.type == ActionType::kExec && a.command.empty()) {
+    return Status::InvalidArgument("rule " + rule + ": exec needs \"command\"");
+  }
+  if (a.timeout_ms <= 0 || a.retries < 0 || a.retries > 10) {
+    return Status::InvalidArgument("rule " + rule +
+                                   ": timeout_ms must be > 0 and retries in [0, 10]");
+  }
+  return a;
+}
+
+// Checks the config against the registry: rule exists, parameters valid, rule constructible.
+Status Validate(const RuleConfig& c, const RuleRegistry& registry) {
+  auto req = RequirementsOf(c, registry);
+  return req.ok() ? Status::OK() : req.status();
+}
+
+Result<int64_t> TakeInt(std::map<std::string, std::string>* params, const std::string& key,
+                        int64_t def) {
+  auto it = params->find(key);
+  if (it == params->end()) return def;
+  char* end = nullptr;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0') {
+    return Status::InvalidArgument(key + " must be an integer, got '" + it->second + "'");
+  }
+  params->erase(it);
+  return static_cast<int64_t>(v);
+}
+
+Result<RuleConfig> ParseEntry(const json& e, const RuleRegistry& registry) {
+  RuleConfig c;
+  if (e.is_string()) {
+    c.type = e.get<std::string>();
+  } else if (e.is_object()) {
+    static const std::vector<std::string> kKeys = {
+        "name",         "id", "params", "min_consecutive", "actions", "remind_every_steps",
+        "recover_after"};
+    if (!e.contains("name") || !e["name"].is_string()) {
+      return Status::InvalidArgument("each rule needs a \"name\" (the rule type)");
+    }
+    c.type = e["name"].get<std::string>();
+    for (const auto& [k, v] : e.items()) {
+      if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
+        return Status::InvalidArgument("rule " + c.type + ": unknown field '" + k +
+                                       "'; valid fields: " + JoinNames(kKeys));
+      }
+    }
+    if (e.contains("id")) {
+      if (!e["id"].is_string()) return Status::InvalidArgument("\"id\" must be a string");
+      c.id = e["id"].get<std::string>();
+    }
+    if (e.contains("params")) {
+      if (!e["params"].is_object()) {
+        return Status::InvalidArgument("rule " + c.type + ": \"params\" must be an object");
+      }
+      for (const auto& [k, v] : e["params"].items()) {
+        auto text = ParamText(c.type, k, v);
+        if (!text.ok()) return text.status();
+        c.params[k] = text.value();
+      }
+    }
+    for (const char* key : {"min_consecutive", "remind_every_steps", "recover_after"}) {
+      if (!e.contains(key)) continue;
+      if (!e[key].is_number_integer()) {
+        return Status::InvalidArgument("rule " + c.type + ": \"" + key + "\" must be an integer");
+      }
+      c.params[key] = std::to_string(e[key].get<int64_t>());
+    }
+    if (e.contains("actions")) {
+      if (!e["actions"].is_array()) {
+        return Status::InvalidArgument("rule " + c.type + ": \"actions\" must be a list");
+      }
+      for (const auto& a : e["actions"]) {
+        auto spec = ParseAction(c.type, a);
+        if (!spec.ok()) return spec.status();
+        c.actions.push_back(spec.value());
+      }
+    }
+  } else {
+    return Status::InvalidArgument("each rule is a name or an object");
+  }
+  // min_consecutive / remind_every_steps may also be given among the params.
+  auto mc = TakeInt(&c.params, "min_consecutive", 1);
+  if (!mc.ok()) return Status::InvalidArgument("rule " + c.type + ": " + mc.status().message());
+  auto re = TakeInt(&c.params, "remind_every_steps", 1000);
+  if (!re.ok()) return Status::InvalidArgument("rule " + c.type + ": " + re.status().message());
+  auto ra = TakeInt(&c.params, "recover_after", 10);
+  if (!ra.ok()) return Status::InvalidArgument("rule " + c.type + ": " + ra.status().message());
+  if (ra.value() < 1) {
+    return Status::InvalidArgument("rule " + c.type + ": recover_after must be >= 1");
+  }
+  c.recover_after = static_cast<int>(ra.value());
+  if (mc.value() < 1) {
+    return Status::InvalidArgument("rule " + c.type + ": min_consecutive must be >= 1");
+  }
+  c.min_consecutive = static_cast<int>(mc.value());
+  c.remind_every_steps = re.value();
+  if (c.id.empty()) c.id = c.type;
+  TS_RETURN_IF_ERROR(Validate(c, registry));
+  return c;
+}
+
+}  // namespace
+
+std::string_view ActionTypeName(ActionType t) {
+  switch (t) {
+    case ActionType::kStopTraining:
+      return "stop_training";
+    case ActionType::kWebhook:
+      return "webhook";
+    case ActionType::kExec:
+      return "exec";
+    case ActionType::kLog:
+      return "log";
+  }
+  return "unknown";
+}
+
+Result<RuleRequirements> RequirementsOf(const RuleConfig& c, const RuleRegistry& registry) {
+  const RuleType* type = registry.Find(c.type);
+  if (!type) {
+    return Status::InvalidArgument("unknown rule '" + c.type +
+                                   "'; valid rules: " + JoinNames(registry.Names()));
+  }
+  auto params = RuleParams::Parse(c.type, type->params, c.params);
+  if (!params.ok()) return params.status();
+  auto rule = type->create(params.value());  // runs the rule's own checks
+  if (!rule.ok()) return rule.status();
+  return type->requirements(params.value());
+}
+
+Result<std::vector<RuleConfig>> ParseRulesConfig(const std::string& text,
+                                                 const RuleRegistry& registry) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return Status::InvalidArgument(std::string("rules config is not valid JSON: ") + e.what());
+  }
+  const json* list = &root;
+  if (root.is_object()) {
+    for (const auto& [k, v] : root.items()) {
+      if (k != "rules") {
+        return Status::InvalidArgument("rules config: unknown top-level field '" + k +
+                                       "'; expected {\"rules\": [...]}");
+      }
+    }
+    if (!root.contains("rules")) {
+      return Status::InvalidArgument("rules config: expected {\"rules\": [...]}");
+    }
+    list = &root["rules"];
+  }
+  if (!list->is_array()) return Status::InvalidArgument("rules config: \"rules\" must be a list");
+  std::vector<RuleConfig> out;
+  for (const auto& e : *list) {
+    auto c = ParseEntry(e, registry);
+    if (!c.ok()) return c.status();
+    out.push_back(std::move(c.value()));
+  }
+  return out;
+}
+
+Result<std::vector<RuleConfig>> ParseRuleNames(const std::string& names,
+                                               const RuleRegistry& registry) {
+  std::vector<RuleConfig> out;
+  std::string cur;
+  for (char ch : names + ",") {
+    if (ch != ',') {
+      if (ch != ' ') cur += ch;
+      continue;
+    }
+    if (cur.empty()) continue;
+    RuleConfig c;
+    c.type = c.id = cur;
+    TS_RETURN_IF_ERROR(Validate(c, registry));
+    out.push_back(std::move(c));
+    cur.clear();
+  }
+  if (out.empty()) return Status::InvalidArgument("no rule names given");
+  return out;
+}
+
+std::vector<std::string> DefaultRuleNames() {
+  return {"exploding_tensor", "loss_not_decreasing", "dead_loss", "overfit"};
+}
+
+}  // namespace trainscope

@@ -1,0 +1,447 @@
+// RuleEngine: buffers records per stream and step, hands completed steps to rules, applies
+// min_consecutive and the firing policy, emits rule events and dispatches actions.
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <set>
+#include <variant>
+
+#include "rules/closest_names.h"
+#include "trainscope/rules.h"
+#include "util/logging.h"
+
+namespace trainscope {
+namespace {
+
+struct StreamItem {
+  std::string stream;
+  StepRecord step;
+};
+struct SampleItem {
+  std::string stream;
+  SystemSampleRecord sample;
+};
+using Item = std::variant<StepData, StreamItem, SampleItem>;
+
+struct Pending {
+  bool open = false;
+  int64_t last_arrival_us = 0;
+  StepData data;
+};
+
+// Per rule instance and worker: the consecutive count and the firing state.
+struct Track {
+  int streak = 0;
+  int clear = 0;  // consecutive evaluations without the condition
+  bool in_violation = false;
+  int64_t last_emit_step = 0;
+  uint64_t since_fire = 0;
+};
+
+}  // namespace
+
+class RuleEngine::Impl {
+ public:
+  struct Instance;
+  class Context : public RuleContext {
+   public:
+    Context(Impl* impl, Instance* inst) : impl_(impl), inst_(inst) {}
+    void Report(const Evaluation& e) override { impl_->Report(*inst_, e); }
+    Result<RawTensorRecord> FetchRaw(const std::string& stream, const std::string& name,
+                                     int64_t step, Mode mode) override {
+      if (!impl_->options_.fetch) {
+        return Status::Unavailable("raw tensors cannot be read here (no fetch callback)");
+      }
+      return impl_->options_.fetch(stream, name, step, mode);
+    }
+    void Error(const std::string& message) override {
+      impl_->SetStatus(*inst_, RuleStatus::kError, message, -1, Mode::kTrain, "");
+    }
+    void Warn(const std::string& message) override { impl_->Warn(*inst_, message); }
+    int64_t NowMicros() override { return impl_->Now(); }
+
+   private:
+    Impl* impl_;
+    Instance* inst_;
+  };
+
+  struct Instance {
+    RuleConfig config;
+    std::unique_ptr<Rule> rule;
+    std::unique_ptr<Context> ctx;
+    RuleStatusInfo info;
+    std::map<std::string, Track> tracks;
+    std::vector<const TensorSelector*> selectors;
+    std::vector<bool> matched;
+    bool no_match_error = false;
+    std::set<std::string> warned;
+  };
+
+  explicit Impl(RuleEngineOptions options) : options_(std::move(options)) {
+    if (!options_.clock) options_.clock = [] { return trainscope::NowMicros(); };
+  }
+
+  int64_t Now() { return options_.clock(); }
+
+  bool Wanted(const std::string& stream) const {
+    if (options_.streams.empty()) return true;
+    return std::find(options_.streams.begin(), options_.streams.end(), stream) !=
+           options_.streams.end();
+  }
+
+  Pending& Open(const std::string& stream, int64_t step, Mode mode, int64_t mode_step) {
+    Pending& p = pending_[stream];
+    if (p.open && (p.data.step != step || p.data.mode != mode)) Complete(&p);
+    if (!p.open) {
+      p.open = true;
+      p.data = StepData();
+      p.data.stream = stream;
+      p.data.step = step;
+      p.data.mode = mode;
+      p.data.mode_step = mode_step;
+    }
+    p.last_arrival_us = Now();
+    return p;
+  }
+
+  void Complete(Pending* p) {
+    if (!p->open) return;
+    p->open = false;
+    ready_.emplace_back(std::move(p->data));
+    p->data = StepData();
+  }
+
+  void AddSummary(const std::string& stream, const SummaryRecord& r) {
+    if (!Wanted(stream)) return;
+    Pending& p = Open(stream, r.step, r.mode, r.mode_step);
+    p.data.wall_us = std::max(p.data.wall_us, r.wall_us);
+    p.data.summaries.push_back(r);
+  }
+  void AddScalar(const std::string& stream, const ScalarRecord& r) {
+    if (!Wanted(stream)) return;
+    Pending& p = Open(stream, r.step, r.mode, r.mode_step);
+    p.data.wall_us = std::max(p.data.wall_us, r.wall_us);
+    p.data.scalars.push_back(r);
+  }
+  void AddRaw(const std::string& stream, const std::string& name, int64_t step, Mode mode) {
+    if (!Wanted(stream)) return;
+    Pending& p = Open(stream, step, mode, step);
+    p.data.raw.push_back(name);
+  }
+  void AddItem(Item item) { ready_.push_back(std::move(item)); }
+
+  template <typename Fn>
+  void Call(Instance& inst, Fn&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      SetStatus(inst, RuleStatus::kError, std::string("internal error: ") + e.what(), -1,
+                Mode::kTrain, "");
+    } catch (...) {
+      SetStatus(inst, RuleStatus::kError, "internal error", -1, Mode::kTrain, "");
+    }
+  }
+
+  void Process() {
+    while (!ready_.empty()) {
+      Item item = std::move(ready_.front());
+      ready_.pop_front();
+      if (auto* d = std::get_if<StepData>(&item)) {
+        NoteNames(*d);
+        for (auto& inst : instances_) {
+          Call(*inst, [&] { inst->rule->OnStepData(*d, *inst->ctx); });
+        }
+        CheckSelections(*d);
+      } else if (auto* s = std::get_if<StreamItem>(&item)) {
+        for (auto& inst : instances_) {
+          Call(*inst, [&] { inst->rule->OnStep(s->stream, s->step, *inst->ctx); });
+        }
+      } else if (auto* m = std::get_if<SampleItem>(&item)) {
+        for (auto& inst : instances_) {
+          Call(*inst, [&] { inst->rule->OnSystemSample(m->stream, m->sample, *inst->ctx); });
+        }
+      }
+    }
+  }
+
+  void Tick() {
+    int64_t now = Now();
+    for (auto& [stream, p] : pending_) {
+      if (p.open && now - p.last_arrival_us >= options_.idle_flush_us) Complete(&p);
+    }
+    Process();
+    for (auto& inst : instances_) Call(*inst, [&] { inst->rule->OnTick(now, *inst->ctx); });
+  }
+
+  void Finish() {
+    if (finished_) return;
+    finished_ = true;
+    for (auto& [stream, p] : pending_) Complete(&p);
+    Process();
+    for (auto& inst : instances_) Call(*inst, [&] { inst->rule->OnEnd(*inst->ctx); });
+    for (auto& inst : instances_) {
+      for (size_t i = 0; i < inst->selectors.size(); ++i) {
+        if (!inst->matched[i] && inst->selectors[i]->required && !inst->no_match_error) {
+          NoMatchError(*inst, *inst->selectors[i]);
+        }
+      }
+      if (inst->info.status == RuleStatus::kInProgress) {
+        std::string msg =
+            "no issues found in " + std::to_string(inst->info.evaluations) + " evaluations";
+        if (inst->info.evaluations == 0) msg = "run ended before the rule could evaluate";
+        SetStatus(*inst, RuleStatus::kNoIssuesFound, msg, inst->info.last_step, Mode::kTrain, "");
+      }
+    }
+  }
+
+  // ---- Selections ("no silent rules") ----------------------------------------------------
+
+  void NoteNames(const StepData& d) {
+    for (const auto& s : d.summaries) tensor_names_.insert(s.name);
+    for (const auto& s : d.scalars) tensor_names_.insert(s.name);
+    for (const auto& n : d.raw) raw_names_.insert(n);
+    if (distinct_steps_.size() < static_cast<size_t>(options_.no_match_grace_steps)) {
+      distinct_steps_.insert(d.step);
+    }
+  }
+
+  static bool AnyMatch(const TensorSelector& sel, const StepData& d) {
+    if (sel.raw) {
+      for (const auto& n : d.raw) {
+        if (sel.Matches(n)) return true;
+      }
+      return false;
+    }
+    for (const auto& s : d.summaries) {
+      if (sel.Matches(s.name)) return true;
+    }
+    for (const auto& s : d.scalars) {
+      if (sel.Matches(s.name)) return true;
+    }
+    return false;
+  }
+
+  void CheckSelections(const StepData& d) {
+    bool grace_over = distinct_steps_.size() >= static_cast<size_t>(options_.no_match_grace_steps);
+    for (auto& inst : instances_) {
+      bool all_matched = true;
+      for (size_t i = 0; i < inst->selectors.size(); ++i) {
+        if (!inst->matched[i] && AnyMatch(*inst->selectors[i], d)) inst->matched[i] = true;
+        if (!inst->matched[i] && inst->selectors[i]->required) {
+          all_matched = false;
+          if (grace_over && !inst->no_match_error) NoMatchError(*inst, *inst->selectors[i]);
+        }
+      }
+      if (all_matched && inst->no_match_error) {
+        inst->no_match_error = false;
+        SetStatus(*inst, RuleStatus::kInProgress, "tensors now match; evaluating", d.step, d.mode,
+                  d.stream);
+      }
+    }
+  }
+
+  void NoMatchError(Instance& inst, const TensorSelector& sel) {
+    inst.no_match_error = true;
+    std::vector<std::string> names(sel.raw ? raw_names_.begin() : tensor_names_.begin(),
+                                   sel.raw ? raw_names_.end() : tensor_names_.end());
+    std::string msg = std::string(sel.raw ? "raw tensors of " : "") + sel.Describe() +
+                      " matched nothing after " + std::to_string(distinct_steps_.size()) + " steps";
+    if (names.empty()) {
+      msg += sel.raw ? "; no raw tensors were saved (enable raw saving for this collection)"
+                     : "; no tensors were saved";
+    } else {
+      auto closest = rules::ClosestNames(sel.Hints(), names, 3);
+      msg += "; closest existing names: ";
+      for (size_t i = 0; i < closest.size(); ++i) msg += (i ? ", " : "") + closest[i];
+    }
+    SetStatus(inst, RuleStatus::kError, msg, -1, Mode::kTrain, "");
+  }
+
+  // ---- Events ----------------------------------------------------------------------------
+
+  void Emit(Instance& inst, RuleStatus status, const std::string& message, int64_t step, Mode mode,
+            const std::string& worker, const Evaluation* e, const std::string& details) {
+    RuleEventRecord r;
+    r.rule = inst.config.id;
+    r.status = status;
+    r.step = step;
+    r.mode = mode;
+    r.worker = worker;
+    r.value = NAN;
+    r.threshold = NAN;
+    if (e) {
+      r.tensors = e->tensors;
+      r.value = e->value;
+      r.threshold = e->threshold;
+    }
+    r.message = message;
+    r.firing = inst.info.firings;
+    r.wall_us = Now();
+    r.details_json = details;
+    try {
+      options_.sink(r);
+    } catch (...) {
+      LogOnce("rules-sink", LogLevel::kError, "rule event sink threw; event lost");
+    }
+    last_event_ = r;
+  }
+
+  void SetStatus(Instance& inst, RuleStatus status, const std::string& message, int64_t step,
+                 Mode mode, const std::string& worker) {
+    if (inst.info.status == status && inst.info.message == message) return;
+    // IssuesFound is sticky for the run: an error afterwards is reported as a warning.
+    if (inst.info.status == RuleStatus::kIssuesFound && status != RuleStatus::kIssuesFound) {
+      Warn(inst, message);
+      return;
+    }
+    inst.info.status = status;
+    inst.info.message = message;
+    Emit(inst, status, message, step, mode, worker, nullptr, "");
+  }
+
+  void Warn(Instance& inst, const std::string& message) {
+    if (inst.warned.size() > 100 || !inst.warned.insert(message).second) return;
+    Emit(inst, RuleStatus::kWarning, message, inst.info.last_step, Mode::kTrain, "", nullptr, "");
+  }
+
+  void Report(Instance& inst, const Evaluation& e) {
+    RuleStatusInfo& info = inst.info;
+    info.evaluations++;
+    info.last_step = std::max(info.last_step, e.step);
+    if (info.status == RuleStatus::kError && !inst.no_match_error) {
+      SetStatus(inst, RuleStatus::kInProgress, "evaluating again", e.step, e.mode, e.worker);
+    }
+    Track& t = inst.tracks[e.worker];
+    if (!e.violated) {
+      t.streak = 0;
+      // Hysteresis: a fired rule recovers only after recover_after clear evaluations in a
+      // row, so a condition flapping around its threshold is one firing, not hundreds.
+      if (t.in_violation && ++t.clear >= inst.config.recover_after) t.in_violation = false;
+      return;
+    }
+    info.violations++;
+    t.clear = 0;
+    t.streak++;
+    if (!t.in_violation) {
+      if (t.streak < inst.config.min_consecutive) return;
+      t.in_violation = true;
+      t.since_fire = 0;
+      t.last_emit_step = e.step;
+      info.firings++;
+      info.status = RuleStatus::kIssuesFound;
+      info.message = e.message;
+      std::string details = "{\"consecutive\":" + std::to_string(t.streak) + "}";
+      Emit(inst, RuleStatus::kIssuesFound, e.message, e.step, e.mode, e.worker, &e, details);
+      Dispatch(inst);
+      return;
+    }
+    t.since_fire++;
+    int64_t every = inst.config.remind_every_steps;
+    if (every > 0 && e.step - t.last_emit_step >= every) {
+      t.last_emit_step = e.step;
+      std::string details =
+          "{\"reminder\":true,\"violations_since_firing\":" + std::to_string(t.since_fire) + "}";
+      Emit(inst, RuleStatus::kIssuesFound,
+           "still violated (" + std::to_string(t.since_fire + 1) +
+               " violations since firing): " + e.message,
+           e.step, e.mode, e.worker, &e, details);
+    }
+  }
+
+  void Dispatch(Instance& inst) {
+    if (inst.config.actions.empty()) return;
+    if (!options_.actions) {
+      LogOnce("rules-no-actions", LogLevel::kWarning,
+              "rule actions configured but no action dispatcher given; actions not run");
+      return;
+    }
+    for (size_t i = 0; i < inst.config.actions.size(); ++i) {
+      options_.actions->Dispatch(last_event_, inst.config.actions[i], i);
+    }
+  }
+
+  RuleEngineOptions options_;
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::map<std::string, Pending> pending_;
+  std::deque<Item> ready_;
+  std::set<std::string> tensor_names_;
+  std::set<std::string> raw_names_;
+  std::set<int64_t> distinct_steps_;
+  RuleEventRecord last_event_;
+  bool finished_ = false;
+};
+
+Result<std::unique_ptr<RuleEngine>> RuleEngine::Create(const std::vector<RuleConfig>& rules,
+                                                       RuleEngineOptions options) {
+  if (!options.sink) return Status::InvalidArgument("RuleEngine needs a sink");
+  const RuleRegistry& registry = options.registry ? *options.registry : RuleRegistry::BuiltIn();
+  auto impl = std::make_unique<Impl>(std::move(options));
+  std::set<std::string> ids;
+  for (const auto& cfg : rules) {
+    const RuleType* type = registry.Find(cfg.type);
+    if (!type) {
+      std::string valid;
+      for (const auto& n : registry.Names()) valid += (valid.empty() ? "" : ", ") + n;
+      return Status::InvalidArgument("unknown rule '" + cfg.type + "'; valid rules: " + valid);
+    }
+    auto params = RuleParams::Parse(cfg.type, type->params, cfg.params);
+    if (!params.ok()) return params.status();
+    auto rule = type->create(params.value());
+    if (!rule.ok()) return rule.status();
+    auto inst = std::make_unique<Impl::Instance>();
+    inst->config = cfg;
+    if (inst->config.id.empty()) inst->config.id = cfg.type;
+    if (inst->config.min_consecutive < 1) inst->config.min_consecutive = 1;
+    if (inst->config.recover_after < 1) inst->config.recover_after = 1;
+    if (!ids.insert(inst->config.id).second) {
+      return Status::InvalidArgument("rule id '" + inst->config.id +
+                                     "' is used twice; give one of them another \"id\"");
+    }
+    inst->rule = std::move(rule.value());
+    for (const auto& a : inst->rule->ExtraActions()) inst->config.actions.push_back(a);
+    inst->ctx = std::make_unique<Impl::Context>(impl.get(), inst.get());
+    inst->info.rule = inst->config.id;
+    inst->info.type = cfg.type;
+    inst->info.message = "waiting for data";
+    inst->selectors = inst->rule->Selectors();
+    inst->matched.assign(inst->selectors.size(), false);
+    impl->instances_.push_back(std::move(inst));
+  }
+  // Announce every rule as InProgress.
+  for (auto& inst : impl->instances_) {
+    impl->Emit(*inst, RuleStatus::kInProgress, "waiting for data (" + inst->config.type + ")", -1,
+               Mode::kTrain, "", nullptr, "");
+  }
+  return std::unique_ptr<RuleEngine>(new RuleEngine(std::move(impl)));
+}
+
+RuleEngine::RuleEngine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RuleEngine::~RuleEngine() = default;
+
+void RuleEngine::OnScalar(const std::string& stream, const ScalarRecord& r) {
+  impl_->AddScalar(stream, r);
+}
+void RuleEngine::OnSummary(const std::string& stream, const SummaryRecord& r) {
+  impl_->AddSummary(stream, r);
+}
+void RuleEngine::OnRawTensor(const std::string& stream, const std::string& name, int64_t step,
+                             Mode mode) {
+  impl_->AddRaw(stream, name, step, mode);
+}
+void RuleEngine::OnStep(const std::string& stream, const StepRecord& r) {
+  if (impl_->Wanted(stream)) impl_->AddItem(StreamItem{stream, r});
+}
+void RuleEngine::OnSystemSample(const std::string& stream, const SystemSampleRecord& r) {
+  if (impl_->Wanted(stream)) impl_->AddItem(SampleItem{stream, r});
+}
+void RuleEngine::Process() { impl_->Process(); }
+void RuleEngine::Tick() { impl_->Tick(); }
+void RuleEngine::Finish() { impl_->Finish(); }
+
+std::vector<RuleStatusInfo> RuleEngine::Statuses() const {
+  std::vector<RuleStatusInfo> out;
+  for (const auto& inst : impl_->instances_) out.push_back(inst->info);
+  return out;
+}
+
+}  // namespace trainscope

@@ -1,0 +1,171 @@
+// RuleParams: typed rule parameters parsed from text (docs/rules.md, "Configuration").
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <regex>
+
+#include "trainscope/rules.h"
+
+namespace trainscope {
+namespace {
+
+std::string ValidNames(const std::vector<ParamSpec>& specs) {
+  std::string out;
+  for (const auto& s : specs) out += (out.empty() ? "" : ", ") + s.name;
+  return out.empty() ? "(none)" : out;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool ParseDoubleText(const std::string& text, double* out) {
+  std::string t = Lower(text);
+  if (t == "inf" || t == "+inf" || t == "infinity") {
+    *out = INFINITY;
+    return true;
+  }
+  if (t == "-inf" || t == "-infinity") {
+    *out = -INFINITY;
+    return true;
+  }
+  if (t.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(t.c_str(), &end);
+  if (errno != 0 || end != t.c_str() + t.size() || std::isnan(v)) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+Result<RuleParams> RuleParams::Parse(const std::string& rule, const std::vector<ParamSpec>& specs,
+                                     const std::map<std::string, std::string>& given) {
+  for (const auto& [name, value] : given) {
+    bool known = false;
+    for (const auto& s : specs) known = known || s.name == name;
+    if (!known) {
+      return Status::InvalidArgument("rule " + rule + ": unknown parameter '" + name +
+                                     "'; valid parameters: " + ValidNames(specs));
+    }
+  }
+  RuleParams p;
+  for (const auto& spec : specs) {
+    auto it = given.find(spec.name);
+    bool from_user = it != given.end();
+    std::string text = from_user ? it->second : spec.default_value;
+    Value v;
+    v.type = spec.type;
+    std::string lower = Lower(text);
+    if (!from_user && spec.none_default) {
+      p.values_[spec.name] = v;
+      continue;
+    }
+    if (from_user && spec.none_default && (lower == "none" || lower == "null" || lower.empty())) {
+      p.values_[spec.name] = v;
+      continue;
+    }
+    auto bad = [&](const std::string& what) {
+      return Status::InvalidArgument("rule " + rule + ": parameter '" + spec.name + "' must be " +
+                                     what + ", got '" + text + "'");
+    };
+    switch (spec.type) {
+      case ParamType::kDouble:
+        if (!ParseDoubleText(text, &v.d)) return bad("a number");
+        break;
+      case ParamType::kInt: {
+        double d = 0;
+        if (!ParseDoubleText(text, &d) || d != std::floor(d) || std::fabs(d) > 9e15) {
+          return bad("an integer");
+        }
+        v.i = static_cast<int64_t>(d);
+        v.d = d;
+        break;
+      }
+      case ParamType::kBool:
+        if (lower == "true" || lower == "1" || lower == "yes") {
+          v.b = true;
+        } else if (lower == "false" || lower == "0" || lower == "no") {
+          v.b = false;
+        } else {
+          return bad("true or false");
+        }
+        break;
+      case ParamType::kRegex:
+        try {
+          std::regex re(text, std::regex::ECMAScript);
+        } catch (const std::regex_error& e) {
+          return bad(std::string("a valid regex (") + e.what() + ")");
+        }
+        v.s = text;
+        break;
+      case ParamType::kString:
+        v.s = text;
+        break;
+    }
+    v.set = true;
+    p.values_[spec.name] = v;
+  }
+  return p;
+}
+
+bool RuleParams::IsSet(const std::string& name) const {
+  auto it = values_.find(name);
+  return it != values_.end() && it->second.set;
+}
+
+double RuleParams::Double(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end() || !it->second.set) return NAN;
+  return it->second.type == ParamType::kInt ? static_cast<double>(it->second.i) : it->second.d;
+}
+
+int64_t RuleParams::Int(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end() || !it->second.set) return 0;
+  return it->second.type == ParamType::kDouble ? static_cast<int64_t>(it->second.d) : it->second.i;
+}
+
+bool RuleParams::Bool(const std::string& name) const {
+  auto it = values_.find(name);
+  return it != values_.end() && it->second.set && it->second.b;
+}
+
+const std::string& RuleParams::Str(const std::string& name) const {
+  static const std::string kEmpty;
+  auto it = values_.find(name);
+  return it == values_.end() ? kEmpty : it->second.s;
+}
+
+std::string RuleParams::ToString() const {
+  std::string out;
+  for (const auto& [name, v] : values_) {
+    if (!out.empty()) out += ", ";
+    out += name + "=";
+    if (!v.set) {
+      out += "None";
+      continue;
+    }
+    switch (v.type) {
+      case ParamType::kDouble: {
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%g", v.d);
+        out += buf;
+        break;
+      }
+      case ParamType::kInt:
+        out += std::to_string(v.i);
+        break;
+      case ParamType::kBool:
+        out += v.b ? "true" : "false";
+        break;
+      default:
+        out += v.s;
+    }
+  }
+  return out;
+}
+
+}  // namespace trainscope

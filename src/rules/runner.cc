@@ -1,0 +1,129 @@
+// RuleRunner: one thread that tails a RecordSource, evaluates rules and emits events.
+#include "trainscope/rules.h"
+#include "trainscope/run.h"
+#include "util/logging.h"
+
+namespace trainscope {
+
+Result<std::unique_ptr<RuleRunner>> RuleRunner::Start(RuleRunnerOptions options) {
+  if (!options.sink) return Status::InvalidArgument("RuleRunner needs a sink");
+  if (options.poll_ms <= 0) return Status::InvalidArgument("poll_ms must be > 0");
+  std::unique_ptr<RuleRunner> r(new RuleRunner());
+  if (!options.source) options.source = NewRunReaderSource(options.run_dir);
+  if (!options.clock) options.clock = [] { return trainscope::NowMicros(); };
+  ActionDispatcherOptions ao;
+  ao.clock = options.clock;
+  ao.stop_training = options.stop_training;
+  if (!ao.stop_training) {
+    std::string dir = options.run_dir, by = options.requested_by;
+    ao.stop_training = [dir, by](const RuleEventRecord& e) {
+      Status st = RequestStop(dir, "rule " + e.rule + ": " + e.message, by);
+      if (!st.ok()) Log(LogLevel::kError, "stop request failed: " + st.ToString());
+    };
+  }
+  r->actions_ = std::make_unique<ActionDispatcher>(std::move(ao));
+  RuleEngineOptions eo;
+  eo.sink = options.sink;
+  eo.actions = r->actions_.get();
+  eo.clock = options.clock;
+  eo.streams = options.streams;
+  eo.registry = options.registry;
+  eo.idle_flush_us = options.idle_flush_us;
+  RecordSource* src = options.source.get();
+  eo.fetch = [src](const std::string& stream, const std::string& name, int64_t step, Mode mode) {
+    return src->Raw(stream, name, step, mode);
+  };
+  auto engine = RuleEngine::Create(options.rules, std::move(eo));
+  if (!engine.ok()) return engine.status();
+  r->engine_ = std::move(engine.value());
+  r->options_ = std::move(options);
+  r->statuses_ = r->engine_->Statuses();
+  r->thread_ = std::thread([p = r.get()] { p->Loop(); });
+  return r;
+}
+
+RuleRunner::~RuleRunner() { Stop(false); }
+
+void RuleRunner::Cycle(bool final_cycle) {
+  std::string error;
+  if (!opened_) {
+    Status st = options_.source->Open(engine_.get());
+    if (st.ok()) {
+      opened_ = true;
+    } else {
+      error = st.ToString();
+    }
+  } else {
+    auto n = options_.source->Refresh();
+    if (!n.ok()) error = n.status().ToString();
+  }
+  engine_->Tick();
+  bool ended = opened_ && options_.source->Ended();
+  if (ended || final_cycle) engine_->Finish();
+  std::lock_guard<std::mutex> lock(mu_);
+  statuses_ = engine_->Statuses();
+  if (!error.empty()) last_error_ = error;
+  if (ended || final_cycle) {
+    finished_ = true;
+    cv_.notify_all();
+  }
+}
+
+void RuleRunner::Loop() {
+  while (true) {
+    Cycle(false);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (finished_) break;
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms), [this] { return stop_; });
+    if (stop_) {
+      bool finish = finish_on_stop_;
+      lock.unlock();
+      if (finish) Cycle(true);
+      break;
+    }
+  }
+}
+
+void RuleRunner::Stop(bool finish) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (joined_) return;
+    stop_ = true;
+    finish_on_stop_ = finish;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+  if (actions_) actions_->Stop();
+  std::lock_guard<std::mutex> lock(mu_);
+  joined_ = true;
+}
+
+bool RuleRunner::WaitFinished(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto done = [this] { return finished_ || joined_; };
+  if (timeout_ms < 0) {
+    cv_.wait(lock, done);
+  } else {
+    cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), done);
+  }
+  return finished_;
+}
+
+bool RuleRunner::finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_;
+}
+
+std::vector<RuleStatusInfo> RuleRunner::Statuses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return statuses_;
+}
+
+ActionStats RuleRunner::action_stats() const { return actions_->stats(); }
+
+std::string RuleRunner::last_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_error_;
+}
+
+}  // namespace trainscope

@@ -1,0 +1,133 @@
+// RuleRunner over a real run directory: Writer -> segments -> RunReader -> engine -> sink.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <mutex>
+
+#include "trainscope/reader.h"
+#include "trainscope/rules.h"
+#include "trainscope/run.h"
+#include "trainscope/writer.h"
+
+namespace trainscope {
+namespace {
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/ts_runner_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    RunManifest m;
+    ASSERT_TRUE(CreateOrOpenRun(dir_, &m).ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<Writer> OpenWriter(const std::string& stream) {
+    WriterOptions o;
+    o.run_dir = dir_;
+    o.stream = stream;
+    auto w = Writer::Open(o);
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    return w.ok() ? std::move(w.value()) : nullptr;
+  }
+
+  RuleRunnerOptions Options(const std::string& rules) {
+    RuleRunnerOptions o;
+    o.run_dir = dir_;
+    o.rules = ParseRuleNames(rules).value();
+    o.poll_ms = 5;
+    o.idle_flush_us = 10'000;
+    o.sink = [this](const RuleEventRecord& e) {
+      std::lock_guard<std::mutex> l(mu_);
+      events_.push_back(e);
+    };
+    return o;
+  }
+
+  std::vector<RuleEventRecord> Events(RuleStatus s) {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<RuleEventRecord> out;
+    for (const auto& e : events_) {
+      if (e.status == s) out.push_back(e);
+    }
+    return out;
+  }
+
+  std::string dir_;
+  std::mutex mu_;
+  std::vector<RuleEventRecord> events_;
+};
+
+TEST_F(RunnerTest, EvaluatesALiveRunAndFinishesWhenItEnds) {
+  auto runner = RuleRunner::Start(Options("exploding_tensor,dead_loss"));
+  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+  auto w = OpenWriter("worker-0");
+  ASSERT_NE(w, nullptr);
+  for (int s = 0; s < 20; ++s) {
+    ScalarRecord r;
+    r.name = "losses/loss";
+    r.step = s;
+    r.mode_step = s;
+    r.value = s < 15 ? 1.0 / (s + 1) : NAN;
+    r.wall_us = NowMicros();
+    w->AddScalar(r);
+  }
+  ASSERT_TRUE(w->Close().ok());
+  ASSERT_TRUE(runner.value()->WaitFinished(60'000)) << runner.value()->last_error();
+  auto fired = Events(RuleStatus::kIssuesFound);
+  ASSERT_GE(fired.size(), 2u);
+  EXPECT_EQ(fired[0].rule, "exploding_tensor");
+  EXPECT_EQ(fired[0].step, 15);
+  EXPECT_EQ(fired[0].worker, "worker-0");
+  bool dead = false;
+  for (const auto& e : fired) dead = dead || (e.rule == "dead_loss" && e.step == 19);
+  EXPECT_TRUE(dead);
+  for (const auto& st : runner.value()->Statuses()) {
+    EXPECT_EQ(st.status, RuleStatus::kIssuesFound) << st.rule;
+  }
+  runner.value()->Stop();
+}
+
+TEST_F(RunnerTest, StopIsImmediateAndEmitsFinalStatus) {
+  RuleRunnerOptions o = Options("vanishing_gradient");
+  o.poll_ms = 3'600'000;  // an hour: Stop() must not wait for it
+  auto runner = RuleRunner::Start(std::move(o));
+  ASSERT_TRUE(runner.ok());
+  runner.value()->Stop(/*finish=*/true);
+  EXPECT_TRUE(runner.value()->finished());
+  // No data at all: the rule cannot stay InProgress; it reports an error about its pattern.
+  auto st = runner.value()->Statuses();
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0].status, RuleStatus::kError);
+  EXPECT_NE(st[0].message.find("collection 'gradients' matched nothing"), std::string::npos)
+      << st[0].message;
+}
+
+TEST_F(RunnerTest, StopTrainingActionWritesTheControlFile) {
+  RuleRunnerOptions o = Options("exploding_tensor");
+  ActionSpec stop;
+  stop.type = ActionType::kStopTraining;
+  o.rules[0].actions = {stop};
+  o.requested_by = "watch-test";
+  auto runner = RuleRunner::Start(std::move(o));
+  ASSERT_TRUE(runner.ok());
+  auto w = OpenWriter("worker-0");
+  ScalarRecord r;
+  r.name = "losses/loss";
+  r.value = INFINITY;
+  w->AddScalar(r);
+  r.step = 1;
+  w->AddScalar(r);
+  ASSERT_TRUE(w->Close().ok());
+  ASSERT_TRUE(runner.value()->WaitFinished(60'000));
+  runner.value()->Stop();  // runs queued actions
+  std::string reason;
+  EXPECT_TRUE(StopRequested(dir_, &reason));
+  EXPECT_NE(reason.find("exploding_tensor"), std::string::npos) << reason;
+}
+
+}  // namespace
+}  // namespace trainscope

@@ -1,0 +1,266 @@
+// trainscope watch — evaluates rules on a (live) run from a separate process and emits rule
+// events into RUN/watch-<pid>/; exits when the run ends. docs/rules.md describes the rules.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "command.h"
+#include "trainscope/reader.h"
+#include "trainscope/rules.h"
+#include "trainscope/run.h"
+#include "trainscope/writer.h"
+
+namespace trainscope::cli {
+namespace {
+
+const char* kUsage =
+    R"(usage: trainscope watch RUN [--rules NAME[,NAME...]] [--config FILE] [--poll-ms N]
+                        [--wait-s N] [--stream NAME] [--no-stop] [--quiet]
+       trainscope watch --list
+
+Tails the run directory RUN (every worker stream), evaluates rules as new data arrives, prints
+each rule event, records them in RUN/watch-<pid>/, and exits when the run ends.
+  --rules a,b      built-in rules by name, with default parameters
+  --config FILE    JSON: {"rules":[{"name":..., "params":{...}, "min_consecutive":N,
+                   "actions":["stop_training", {"type":"webhook","url":"http://..."}]}]}
+                   (without --rules/--config: exploding_tensor, loss_not_decreasing,
+                   dead_loss, overfit)
+  --poll-ms N      how often to look for new data (default 100)
+  --wait-s N       how long to wait for a run directory without data (default 60)
+  --stream NAME    evaluate only this stream (repeatable as a comma list; default all)
+  --no-stop        stop_training actions only print what they would do
+  --list           list the built-in rules and their parameters
+Exit status: 0 when the run ended (whatever the rules found), 2 on bad arguments or a missing
+run directory, 3 when no data appeared within --wait-s, 130 on Ctrl-C.)";
+
+std::atomic<bool> g_interrupted{false};
+void OnSignal(int) { g_interrupted = true; }
+
+std::string Clock(int64_t us) {
+  std::time_t t = us / 1000000;
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  return buf;
+}
+
+std::string EventLine(const RuleEventRecord& e) {
+  std::string line = Clock(e.wall_us) + " " + e.rule + " " + std::string(RuleStatusName(e.status));
+  if (e.step >= 0) line += " step " + std::to_string(e.step);
+  if (!e.worker.empty()) line += " (" + e.worker + ", " + std::string(ModeName(e.mode)) + ")";
+  if (e.firing > 0 && e.status == RuleStatus::kIssuesFound) {
+    line += " [firing " + std::to_string(e.firing) + "]";
+  }
+  return line + ": " + e.message;
+}
+
+void ListRules(std::ostream& out) {
+  for (const auto& name : RuleRegistry::BuiltIn().Names()) {
+    const RuleType* t = RuleRegistry::BuiltIn().Find(name);
+    out << name << " — " << t->summary << "\n";
+    for (const auto& p : t->params) {
+      out << "    " << p.name << " = " << (p.none_default ? "None" : p.default_value) << "  ("
+          << p.help << ")\n";
+    }
+  }
+  out << "Every rule also takes min_consecutive (default 1), remind_every_steps (1000) and "
+         "recover_after (10).\n";
+}
+
+bool IsDir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// True once the run has at least one stream with data.
+bool HasData(const std::string& run) {
+  auto r = RunReader::Open(run);
+  if (!r.ok()) return false;
+  for (const auto& s : r.value()->Streams()) {
+    if (s.rfind("watch-", 0) != 0) return true;
+  }
+  return false;
+}
+
+int Watch(Context& ctx) {
+  Args args(ctx.args);
+  std::string rules_arg = args.Take("--rules");
+  std::string config_path = args.Take("--config");
+  std::string poll = args.Take("--poll-ms", "100");
+  std::string wait = args.Take("--wait-s", "60");
+  std::string streams = args.Take("--stream");
+  bool no_stop = args.TakeBool("--no-stop");
+  bool quiet = args.TakeBool("--quiet");
+  bool list = args.TakeBool("--list");
+  std::vector<std::string> pos;
+  std::string error;
+  if (!args.Positional(&pos, &error)) {
+    ctx.err << "trainscope watch: " << error << "\n" << kUsage << "\n";
+    return 2;
+  }
+  if (list) {
+    ListRules(ctx.out);
+    return 0;
+  }
+  if (pos.size() != 1) {
+    ctx.err << kUsage << "\n";
+    return 2;
+  }
+  const std::string run = pos[0];
+  char* end = nullptr;
+  long poll_ms = std::strtol(poll.c_str(), &end, 10);
+  if (*end || poll_ms <= 0) {
+    ctx.err << "trainscope watch: --poll-ms must be a positive integer\n";
+    return 2;
+  }
+  double wait_s = std::strtod(wait.c_str(), &end);
+  if (*end || wait_s < 0) {
+    ctx.err << "trainscope watch: --wait-s must be a number >= 0\n";
+    return 2;
+  }
+
+  // Rules.
+  std::vector<RuleConfig> rules;
+  if (!config_path.empty()) {
+    std::ifstream in(config_path);
+    if (!in) {
+      ctx.err << "trainscope watch: cannot read config file '" << config_path << "'\n";
+      return 2;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto c = ParseRulesConfig(ss.str());
+    if (!c.ok()) {
+      ctx.err << "trainscope watch: " << config_path << ": " << c.status().message() << "\n";
+      return 2;
+    }
+    rules = std::move(c.value());
+  }
+  if (!rules_arg.empty()) {
+    auto c = ParseRuleNames(rules_arg);
+    if (!c.ok()) {
+      ctx.err << "trainscope watch: " << c.status().message() << "\n";
+      return 2;
+    }
+    rules.insert(rules.end(), c->begin(), c->end());
+  }
+  if (rules.empty()) {
+    std::string names;
+    for (const auto& n : DefaultRuleNames()) names += (names.empty() ? "" : ",") + n;
+    rules = ParseRuleNames(names).value();
+  }
+
+  // The run directory.
+  if (!IsDir(run)) {
+    ctx.err << "trainscope watch: run directory '" << run << "' does not exist"
+            << (::access(run.c_str(), F_OK) == 0 ? " (it is not a directory)" : "") << "\n";
+    return 2;
+  }
+  ::signal(SIGINT, OnSignal);
+  ::signal(SIGTERM, OnSignal);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
+  bool announced = false;
+  while (!HasData(run)) {
+    if (g_interrupted) return 130;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ctx.err << "trainscope watch: no data in '" << run << "' after " << wait_s
+              << " s (no worker streams yet; is the training running with trainscope "
+                 "enabled and writing to this directory?)\n";
+      return 3;
+    }
+    if (!announced && !quiet) {
+      ctx.err << "trainscope watch: waiting up to " << wait_s << " s for data in '" << run
+              << "'...\n";
+      announced = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<long>(poll_ms, 200)));
+  }
+
+  // Where events go: RUN/watch-<pid>/ and stdout.
+  const std::string stream = "watch-" + std::to_string(::getpid());
+  WriterOptions wo;
+  wo.run_dir = run;
+  wo.stream = stream;
+  auto writer = Writer::Open(wo);
+  if (!writer.ok()) {
+    ctx.err << "trainscope watch: cannot record rule events in " << run << "/" << stream << ": "
+            << writer.status().ToString() << " (printing them only)\n";
+  }
+  Writer* w = writer.ok() ? writer.value().get() : nullptr;
+  std::mutex out_mu;
+  RuleRunnerOptions o;
+  o.run_dir = run;
+  o.rules = std::move(rules);
+  o.poll_ms = poll_ms;
+  o.requested_by = stream;
+  for (std::string cur; const char ch : streams + ",") {
+    if (ch != ',') {
+      cur += ch;
+    } else if (!cur.empty()) {
+      o.streams.push_back(cur);
+      cur.clear();
+    }
+  }
+  o.sink = [&, w](const RuleEventRecord& e) {
+    if (w) w->AddRuleEvent(e);
+    if (quiet && e.status != RuleStatus::kIssuesFound && e.status != RuleStatus::kError) return;
+    std::lock_guard<std::mutex> l(out_mu);
+    ctx.out << EventLine(e) << std::endl;
+  };
+  if (no_stop) {
+    o.stop_training = [&](const RuleEventRecord& e) {
+      std::lock_guard<std::mutex> l(out_mu);
+      ctx.out << "(--no-stop) would ask the training to stop: rule " << e.rule << std::endl;
+    };
+  } else {
+    o.stop_training = [&, run, stream](const RuleEventRecord& e) {
+      Status st = RequestStop(run, "rule " + e.rule + ": " + e.message, stream);
+      std::lock_guard<std::mutex> l(out_mu);
+      if (st.ok()) {
+        ctx.out << "asked the training to stop (" << run << "/control/stop.json)" << std::endl;
+      } else {
+        ctx.err << "trainscope watch: stop request failed: " << st.ToString() << std::endl;
+      }
+    };
+  }
+  if (!quiet) {
+    ctx.out << "watching " << run << " (events recorded in " << stream << "; Ctrl-C to stop)"
+            << std::endl;
+  }
+  auto runner = RuleRunner::Start(std::move(o));
+  if (!runner.ok()) {
+    ctx.err << "trainscope watch: " << runner.status().message() << "\n";
+    return 2;
+  }
+  while (!runner.value()->WaitFinished(200)) {
+    if (g_interrupted) break;
+  }
+  bool interrupted = !runner.value()->finished();
+  runner.value()->Stop(/*finish=*/true);
+  auto statuses = runner.value()->Statuses();
+  if (w) w->Close();
+  {
+    std::lock_guard<std::mutex> l(out_mu);
+    ctx.out << (interrupted ? "interrupted; " : "run ended; ") << "final rule status:\n";
+    for (const auto& s : statuses) {
+      ctx.out << "  " << s.rule << ": " << RuleStatusName(s.status) << " (" << s.firings
+              << " firing(s), " << s.evaluations << " evaluations) " << s.message << "\n";
+    }
+  }
+  return interrupted ? 130 : 0;
+}
+
+TS_COMMAND("watch", "evaluate rules on a live run; stop it when one fires", kUsage, Watch);
+
+}  // namespace
+}  // namespace trainscope::cli
