@@ -75,7 +75,8 @@ class RunReader {
   std::vector<std::string> Workers() const;  // streams named worker-*
   // True while the stream's writer process still holds its lock (a live run).
   bool StreamLive(const std::string& stream) const;
-  // True when every stream has written its end-of-stream event or its writer is gone.
+  // True when every stream except watchers' (watch-*) has written its end-of-stream event or
+  // its writer is gone. False while there is no stream yet.
   bool Ended() const;
 
   // Names of tensors with summaries or raw data; filters: collection = the part before the

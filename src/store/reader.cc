@@ -406,11 +406,14 @@ bool RunReader::StreamLive(const std::string& stream) const {
 }
 
 bool RunReader::Ended() const {
-  if (impl_->streams_.empty()) return false;
+  // Watchers' streams (watch-*) observe the run; they do not keep it alive.
+  bool any = false;
   for (const auto& [name, s] : impl_->streams_) {
+    if (name.rfind("watch-", 0) == 0) continue;
+    any = true;
     if (!s.ended && IsLive(s.dir)) return false;
   }
-  return true;
+  return any;
 }
 
 std::vector<std::string> RunReader::TensorNames(const std::string& collection,

@@ -1,0 +1,55 @@
+// trainscope/export.h — converts a run directory into the formats other tools read
+// (docs/export.md):
+//   TensorBoard event files (scalars as simple_value, histograms of tensor summaries),
+//   Chrome trace JSON (step timeline + the profiled window; opens in Perfetto / chrome://tracing),
+//   CSV (scalars, summaries, system samples, steps).
+//
+// Every function reads the run with a RunReader (a live run is exported as far as it has been
+// written), writes its output and returns errors as values. Thread-safe: no shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainscope/status.h"
+
+namespace trainscope {
+
+struct TensorBoardExportOptions {
+  bool overwrite = false;      // replace event files an earlier export left in OUT_DIR/<stream>
+  bool system_metrics = true;  // also export system samples (monitor streams) as scalars
+  std::string host;            // host part of the file name ("" = this machine's hostname)
+  int64_t file_time_s = -1;    // seconds part of the file name (-1 = now)
+};
+
+// Writes OUT_DIR/<stream>/events.out.tfevents.<secs>.<host>.<pid>.<n>, one file per worker
+// stream (and per monitor stream with system samples). Returns the files written.
+Result<std::vector<std::string>> ExportTensorBoard(const std::string& run_dir,
+                                                   const std::string& out_dir,
+                                                   const TensorBoardExportOptions& options = {});
+
+// Writes one Chrome trace JSON file: every StepRecord as a complete ("X") event with its phases
+// nested below it, rule events and run events as instant events, one process per worker, and
+// the events of RUN/profile/trace-<worker>.json (torch.profiler output) merged in.
+Status ExportChromeTrace(const std::string& run_dir, const std::string& out_file);
+
+// Writes OUT_DIR/{scalars,summaries,system,steps}.csv. Returns the files written.
+Result<std::vector<std::string>> ExportCsv(const std::string& run_dir, const std::string& out_dir);
+
+// ---- Building blocks (exposed for tests and other writers) ------------------------------------
+namespace tfevents {
+// A TFRecord: u64 length, masked CRC-32C of the length, data, masked CRC-32C of the data.
+std::string FrameRecord(const std::string& data);
+// Serialized tensorboard Event messages.
+std::string FileVersionEvent(double wall_time);
+std::string ScalarEvent(double wall_time, int64_t step, const std::string& tag, float value);
+struct Histo {
+  double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+  std::vector<double> bucket_limit;
+  std::vector<double> bucket;
+};
+std::string HistogramEvent(double wall_time, int64_t step, const std::string& tag, const Histo& h);
+}  // namespace tfevents
+
+}  // namespace trainscope

@@ -1,0 +1,111 @@
+// trainscope/server.h — the live dashboard (`trainscope serve`) and Prometheus metrics.
+//
+//   DashboardServer  HTTP server over a directory of runs: the web UI, a JSON API with a ?since=
+//                    cursor (only new data travels), POST .../stop, and /metrics.
+//   MetricsServer    just /metrics, for embedding in another process (`trainscope run
+//                    --metrics-port N`): give it a render callback, e.g. one that calls
+//                    RenderRunMetrics on a RunReader you refresh (docs/dashboard.md).
+//   PrometheusText   builds the text exposition format (version 0.0.4).
+//
+// Security: a server bound to anything but loopback refuses to start without a token; with a
+// token every data request needs "Authorization: Bearer T" or "?token=T" (constant-time
+// comparison). Thread-safety: Start/Stop from one thread; handlers run on connection threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainscope/status.h"
+
+namespace trainscope {
+
+class RunReader;
+
+// ---- Prometheus text exposition -----------------------------------------------------------------
+class PrometheusText {
+ public:
+  enum class Type { kGauge, kCounter, kSummary, kUntyped };
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+  // Declares a family (HELP/TYPE); samples may be added before or after. The first declaration
+  // of a name wins.
+  void Family(const std::string& name, Type type, const std::string& help);
+  // Adds one sample to family `family` (declared as untyped if never declared). `suffix` is
+  // appended to the family name ("_sum", "_count" for summaries).
+  void Add(const std::string& family, const Labels& labels, double value,
+           const std::string& suffix = "");
+  std::string Render() const;  // families in declaration order, one HELP/TYPE block each
+
+  static std::string SanitizeName(const std::string& name);   // [a-zA-Z_:][a-zA-Z0-9_:]*
+  static std::string EscapeLabelValue(const std::string& v);  // \\ \" \n
+  static std::string EscapeHelp(const std::string& v);        // \\ \n
+  static std::string FormatValue(double v);                   // NaN, +Inf, -Inf, shortest
+
+ private:
+  struct FamilyData {
+    Type type = Type::kUntyped;
+    std::string help;
+    std::vector<std::string> lines;
+  };
+  std::vector<std::string> order_;
+  std::map<std::string, FamilyData> families_;
+};
+
+// Adds a run's metrics (labels run=<run_label>): last system/GPU sample per stream, steps
+// counter, last step, step time summary, step rate, last scalar values, rule statuses,
+// writer counters (records/bytes written and dropped) and reader corruption counters.
+void AppendRunMetrics(const RunReader& reader, const std::string& run_label, PrometheusText* out);
+std::string RenderRunMetrics(const RunReader& reader, const std::string& run_label);
+
+// ---- Servers ------------------------------------------------------------------------------------
+struct ServerSecurity {
+  std::string host = "127.0.0.1";
+  int port = 6060;    // 0: pick a free port (see port())
+  std::string token;  // required when host is not loopback
+};
+
+// Fails with InvalidArgument when `host` is not a loopback address and `token` is empty.
+Status CheckBindPolicy(const std::string& host, const std::string& token);
+bool IsLoopbackHost(const std::string& host);
+
+class MetricsServer {
+ public:
+  // Serves GET /metrics (render() on each scrape) and GET /healthz.
+  static Result<std::unique_ptr<MetricsServer>> Start(const ServerSecurity& options,
+                                                      std::function<std::string()> render);
+  ~MetricsServer();
+  int port() const;
+  void Stop();  // idempotent, joins
+
+ private:
+  class Impl;
+  explicit MetricsServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct DashboardOptions {
+  std::string root_dir;  // a directory of runs (subdirectories with run.json) or one run
+  ServerSecurity security;
+  std::string web_root;  // web/ of the source tree; "" = the build-time default
+  int max_connections = 64;
+  int64_t refresh_interval_ms = 250;  // a run is re-read at most this often
+};
+
+class DashboardServer {
+ public:
+  static Result<std::unique_ptr<DashboardServer>> Start(const DashboardOptions& options);
+  ~DashboardServer();
+  int port() const;
+  void Stop();  // idempotent, joins
+
+ private:
+  class Impl;
+  explicit DashboardServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainscope

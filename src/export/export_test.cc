@@ -1,0 +1,268 @@
+#include "trainscope/export.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "export/protobuf.h"
+#include "trainscope/writer.h"
+#include "util/crc32c.h"
+#include "util/testing/temp_dir.h"
+
+namespace trainscope {
+namespace {
+
+using testing::TempDir;
+
+std::string Hex(const std::string& s) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
+  return out;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+uint64_t Le(const std::string& s, size_t off, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(s[off + i])) << (8 * i);
+  return v;
+}
+
+// Splits a TFRecord file, verifying both masked CRCs of every record.
+std::vector<std::string> Records(const std::string& file) {
+  std::vector<std::string> out;
+  size_t off = 0;
+  while (off < file.size()) {
+    EXPECT_GE(file.size() - off, 12u);
+    uint64_t len = Le(file, off, 8);
+    EXPECT_EQ(Le(file, off + 8, 4), crc32c::Mask(crc32c::Value(file.data() + off, 8)));
+    std::string data = file.substr(off + 12, len);
+    EXPECT_EQ(Le(file, off + 12 + len, 4), crc32c::Mask(crc32c::Value(data.data(), data.size())));
+    out.push_back(data);
+    off += 16 + len;
+  }
+  return out;
+}
+
+// formats.md §2.4 test vectors.
+TEST(TfEvents, FileVersionVector) {
+  std::string ev = tfevents::FileVersionEvent(1700000000.0);
+  EXPECT_EQ(Hex(ev), "0900000040fc54d9411a0d627261696e2e4576656e743a32");
+  EXPECT_EQ(Hex(tfevents::FrameRecord(ev)), "1800000000000000a37f4b22" + Hex(ev) + "eced8f9d");
+}
+
+TEST(TfEvents, ScalarVector) {
+  std::string ev = tfevents::ScalarEvent(1700000001.0, 42, "loss", 0.5f);
+  EXPECT_EQ(Hex(ev), "0900004040fc54d941102a2a0d0a0b0a046c6f7373150000003f");
+  EXPECT_EQ(Hex(tfevents::FrameRecord(ev)), "1a00000000000000129bd82d" + Hex(ev) + "f57127ff");
+}
+
+TEST(Protobuf, VarintsAndPackedDoubles) {
+  proto::ProtoWriter w;
+  w.Int64(2, 300);
+  w.Int64(2, -1);
+  w.PackedDoubles(6, {1.0});
+  EXPECT_EQ(Hex(w.data()),
+            "10ac02"                  // 300 = 0xac 0x02
+            "10ffffffffffffffffff01"  // -1: ten bytes
+            "3208000000000000f03f");  // packed: tag, len 8, 1.0
+}
+
+TEST(TfEvents, HistogramFieldsAreEncoded) {
+  tfevents::Histo h;
+  h.min = -1;
+  h.max = 1;
+  h.num = 3;
+  h.sum = 0.5;
+  h.sum_squares = 2;
+  h.bucket_limit = {0, 1};
+  h.bucket = {1, 2};
+  std::string ev = tfevents::HistogramEvent(1.0, 7, "w", h);
+  // histo is Value field 5 (0x2a) holding min(0x09) ... bucket(0x3a).
+  EXPECT_NE(Hex(ev).find("2a"), std::string::npos);
+  EXPECT_NE(Hex(ev).find("3a10000000000000f03f0000000000000040"), std::string::npos);
+}
+
+class ExportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    run_ = dir_ / "run";
+    RunManifest m;
+    m.name = "exp";
+    ASSERT_TRUE(CreateOrOpenRun(run_, &m).ok());
+    WriterOptions o;
+    o.run_dir = run_;
+    o.stream = "worker-0";
+    auto w = Writer::Open(o);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (int s = 0; s < 5; ++s) {
+      (*w)->AddScalar(
+          {"losses/loss", s, Mode::kTrain, s, 1.0 / (s + 1), 1700000000000000 + s * 1000});
+      StepRecord st;
+      st.step = s;
+      st.mode_step = s;
+      st.start_us = 1700000000000000 + s * 1000;
+      st.end_us = st.start_us + 900;
+      st.data_wait_us = 100;
+      st.forward_us = 300;
+      st.backward_us = 400;
+      (*w)->AddStep(st);
+    }
+    (*w)->AddScalar({"losses/loss", 5, Mode::kEval, 0, 0.25, 1700000000006000});
+    SummaryRecord sum;
+    sum.name = "weights/fc,1";
+    sum.step = 2;
+    sum.shape = {2, 2};
+    sum.stats.count = 4;
+    sum.stats.min = 0;
+    sum.stats.max = 3;
+    sum.stats.mean = 1.5;
+    sum.stats.l2 = std::sqrt(14.0);
+    sum.stats.histogram = {0, 3, {1, 1, 2}};
+    sum.wall_us = 1700000000002500;
+    (*w)->AddSummary(sum);
+    SystemSampleRecord sys;
+    sys.wall_us = 1700000000001000;
+    sys.metrics = {{"cpu.util", 42}, {"gpu0.util", 99}};
+    (*w)->AddSystemSample(sys);
+    RuleEventRecord re;
+    re.rule = "loss_not_decreasing";
+    re.status = RuleStatus::kIssuesFound;
+    re.step = 3;
+    re.worker = "worker-0";
+    re.wall_us = 1700000000003000;
+    (*w)->AddRuleEvent(re);
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  TempDir dir_;
+  std::string run_;
+};
+
+TEST_F(ExportTest, TensorBoardFramesEveryRecordAndWritesHistograms) {
+  TensorBoardExportOptions o;
+  o.host = "testhost";
+  o.file_time_s = 1700000000;
+  auto files = ExportTensorBoard(run_, dir_ / "tb", o);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  ASSERT_EQ(files->size(), 1u);
+  std::string base = std::filesystem::path((*files)[0]).filename().string();
+  EXPECT_EQ(base.rfind("events.out.tfevents.1700000000.testhost.", 0), 0u) << base;
+  EXPECT_NE((*files)[0].find("/tb/worker-0/"), std::string::npos);
+  auto recs = Records(Slurp((*files)[0]));
+  // file_version + 6 scalars + 1 histogram + 2 system scalars
+  ASSERT_EQ(recs.size(), 10u);
+  EXPECT_NE(recs[0].find("brain.Event:2"), std::string::npos);
+  bool eval_tag = false, histo = false;
+  for (const auto& r : recs) {
+    if (r.find("eval/losses/loss") != std::string::npos) eval_tag = true;
+    if (r.find("weights/fc,1") != std::string::npos) histo = true;
+  }
+  EXPECT_TRUE(eval_tag);
+  EXPECT_TRUE(histo);
+  // A second export refuses to mix with the first unless asked to overwrite.
+  EXPECT_FALSE(ExportTensorBoard(run_, dir_ / "tb", o).ok());
+  o.overwrite = true;
+  EXPECT_TRUE(ExportTensorBoard(run_, dir_ / "tb", o).ok());
+  int n = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir_ / "tb/worker-0"))
+    n += e.is_regular_file();
+  EXPECT_EQ(n, 1);
+}
+
+TEST_F(ExportTest, ChromeTraceHasNestedPhasesAndMetadata) {
+  std::filesystem::create_directories(run_ + "/profile");
+  std::ofstream(run_ + "/profile/trace-worker-0.json")
+      << R"({"traceEvents":[{"ph":"X","name":"aten::mm","pid":4242,"tid":7,"ts":1700000000000100,"dur":50}]})";
+  ASSERT_TRUE(ExportChromeTrace(run_, dir_ / "trace.json").ok());
+  auto j = nlohmann::json::parse(Slurp(dir_ / "trace.json"));
+  int steps = 0, data = 0, meta = 0, profile = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M") ++meta;
+    if (e.value("cat", "") == "step") {
+      ++steps;
+      EXPECT_EQ(e["dur"], 900);
+      EXPECT_GT(e["pid"].get<int64_t>(), 4242);
+    }
+    if (e.value("name", "") == "data_wait") {
+      ++data;
+      EXPECT_EQ(e["dur"], 100);
+    }
+    if (e.value("name", "") == "backward") {
+      EXPECT_EQ(e["ts"].get<int64_t>() % 1000, 400);
+    }
+    if (e.value("name", "") == "aten::mm") {
+      ++profile;
+      EXPECT_EQ(e["ts"].get<int64_t>(), 1700000000000100);
+    }
+  }
+  EXPECT_EQ(steps, 5);
+  EXPECT_EQ(data, 5);
+  EXPECT_GE(meta, 3);
+  EXPECT_EQ(profile, 1);
+}
+
+TEST_F(ExportTest, ChromeTraceShiftsProfilerClocks) {
+  std::filesystem::create_directories(run_ + "/profile");
+  // Kineto with a base time: ts relative to baseTimeNanoseconds.
+  std::ofstream(run_ + "/profile/trace-a.json")
+      << R"({"baseTimeNanoseconds":1700000000000000000,"traceEvents":[{"ph":"X","name":"k1","pid":1,"tid":1,"ts":250,"dur":5}]})";
+  {
+    WriterOptions o;
+    o.run_dir = run_;
+    o.stream = "worker-1";
+    auto w = Writer::Open(o);
+    ASSERT_TRUE(w.ok());
+    (*w)->AddEvent({"profiler_start", 1700000000001000, "{}"});
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  // Relative timestamps without a base: aligned to the profiler window's start event.
+  std::ofstream(run_ + "/profile/trace-b.json")
+      << R"([{"ph":"X","name":"k2","pid":2,"tid":1,"ts":1000,"dur":5},{"ph":"X","name":"k3","pid":2,"tid":1,"ts":1500,"dur":5}])";
+  ASSERT_TRUE(ExportChromeTrace(run_, dir_ / "trace.json").ok());
+  auto j = nlohmann::json::parse(Slurp(dir_ / "trace.json"));
+  std::map<std::string, double> ts;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.contains("ts") && e["ts"].is_number()) ts[e.value("name", "")] = e["ts"].get<double>();
+  }
+  EXPECT_DOUBLE_EQ(ts["k1"], 1700000000000250.0);
+  EXPECT_DOUBLE_EQ(ts["k2"], 1700000000001000.0);
+  EXPECT_DOUBLE_EQ(ts["k3"], 1700000000001500.0);
+}
+
+TEST_F(ExportTest, CsvFilesHaveHeadersAndRows) {
+  auto files = ExportCsv(run_, dir_ / "csv");
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  std::string scalars = Slurp(dir_ / "csv/scalars.csv");
+  EXPECT_EQ(scalars.substr(0, scalars.find('\n')),
+            "worker,mode,step,mode_step,name,value,wall_time");
+  EXPECT_NE(scalars.find("worker-0,TRAIN,1,1,losses/loss,0.5,1700000000.001000\n"),
+            std::string::npos);
+  EXPECT_NE(scalars.find("worker-0,EVAL,5,0,losses/loss,0.25,"), std::string::npos);
+  std::string summaries = Slurp(dir_ / "csv/summaries.csv");
+  EXPECT_NE(summaries.find("\"weights/fc,1\",float32,2x2"), std::string::npos) << summaries;
+  std::string system = Slurp(dir_ / "csv/system.csv");
+  EXPECT_NE(system.find("worker-0,1700000000.001000,gpu0.util,99\n"), std::string::npos) << system;
+  std::string steps = Slurp(dir_ / "csv/steps.csv");
+  EXPECT_NE(steps.find("worker-0,TRAIN,4,4,1700000000.004000,1700000000.004900,900,100,300,400,\n"),
+            std::string::npos)
+      << steps;
+}
+
+}  // namespace
+}  // namespace trainscope

@@ -1,0 +1,359 @@
+// `trainscope serve`: the dashboard UI, its JSON API and /metrics over a directory of runs.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "server/http.h"
+#include "server/live_run.h"
+#include "server/security.h"
+#include "trainscope/run.h"
+#include "trainscope/server.h"
+#include "util/env.h"
+#ifdef TS_HAVE_WEB_ASSETS
+#include "trainscope/report.h"  // WebAsset(): assets embedded at build time (web/CMakeLists.txt)
+#endif
+
+#ifndef TS_DEFAULT_WEB_ROOT
+#define TS_DEFAULT_WEB_ROOT ""
+#endif
+
+namespace trainscope {
+namespace {
+
+using http::Request;
+using http::Response;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string ContentType(const std::string& path) {
+  auto ends = [&](const char* ext) {
+    std::string e(ext);
+    return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
+  };
+  if (ends(".html")) return "text/html; charset=utf-8";
+  if (ends(".js") || ends(".mjs")) return "text/javascript; charset=utf-8";
+  if (ends(".css")) return "text/css; charset=utf-8";
+  if (ends(".json")) return "application/json";
+  if (ends(".svg")) return "image/svg+xml";
+  if (ends(".png")) return "image/png";
+  return "application/octet-stream";
+}
+
+Response Error(int status, const std::string& msg) {
+  return Response::Json(status, json{{"error", msg}}.dump());
+}
+
+// URL prefixes of the static files, the directory under the web root each maps to, and the
+// name of the embedded copy (WebAsset) used when the web root is missing.
+struct StaticMount {
+  const char* url_prefix;
+  const char* dir;
+};
+constexpr StaticMount kMounts[] = {{"/static/dashboard/", "dashboard"},
+                                   {"/static/src/", "src"},
+                                   {"/static/uplot/", "node_modules/uplot/dist"}};
+
+[[maybe_unused]] std::string EmbeddedName(const std::string& url) {
+  if (url == "/static/dashboard/index.html") return "dashboard.html";
+  if (url == "/static/dashboard/dashboard.js") return "dashboard.js";
+  if (url == "/static/dashboard/dashboard.css") return "dashboard.css";
+  if (url == "/static/src/charts.js") return "charts.js";
+  if (url == "/static/uplot/uPlot.iife.min.js") return "uplot.js";
+  if (url == "/static/uplot/uPlot.min.css") return "uplot.css";
+  return "";
+}
+
+const char* kCsp =
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "form-action 'none'";
+
+}  // namespace
+
+class DashboardServer::Impl {
+ public:
+  explicit Impl(DashboardOptions o) : options_(std::move(o)) {
+    if (options_.web_root.empty()) options_.web_root = TS_DEFAULT_WEB_ROOT;
+    refresh_us_ = options_.refresh_interval_ms * 1000;
+  }
+
+  Status Start() {
+    TS_RETURN_IF_ERROR(CheckBindPolicy(options_.security.host, options_.security.token));
+    std::error_code ec;
+    if (!fs::is_directory(options_.root_dir, ec)) {
+      return Status::NotFound(options_.root_dir + " is not a directory");
+    }
+    root_ = fs::canonical(options_.root_dir, ec).string();
+    if (ec) return Status::NotFound("cannot resolve " + options_.root_dir);
+    http::ServerOptions so;
+    so.host = options_.security.host;
+    so.port = options_.security.port;
+    so.max_connections = options_.max_connections;
+    auto s = http::Server::Start(so, [this](const Request& r) { return Handle(r); });
+    if (!s.ok()) return s.status();
+    server_ = std::move(*s);
+    if (!server_->loopback() && options_.security.token.empty()) {
+      server_->Stop();
+      return Status::InvalidArgument("bound to a non-loopback address without a token");
+    }
+    return Status::OK();
+  }
+
+  void Stop() {
+    if (server_) server_->Stop();
+  }
+  int port() const { return server_ ? server_->port() : 0; }
+
+ private:
+  Response Handle(const Request& req) {
+    const std::string& path = req.path;
+    if (path == "/healthz") return Response::Text(200, "ok\n");
+    if (path == "/favicon.ico") return Response::Text(204, "");
+    // Without a token only loopback Host names are answered (DNS rebinding).
+    if (options_.security.token.empty() && !server::LoopbackHostHeader(req)) {
+      return Error(403, "Host header is not a loopback name; use a token to serve other hosts");
+    }
+    if (path == "/" || path == "/index.html") {
+      if (req.method != "GET" && req.method != "HEAD") return Error(405, "GET only");
+      return Static("/static/dashboard/index.html");
+    }
+    if (path.rfind("/static/", 0) == 0) {
+      if (req.method != "GET" && req.method != "HEAD") return Error(405, "GET only");
+      return Static(path);
+    }
+    // Everything below reads run data or changes a job: the token is required.
+    if (!server::Authorized(req, options_.security.token)) {
+      Response r = Error(401, "missing or wrong token");
+      r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"trainscope\"");
+      return r;
+    }
+    if (path == "/metrics") {
+      if (req.method != "GET" && req.method != "HEAD") return Error(405, "GET only");
+      return Metrics();
+    }
+    if (path == "/api/runs") {
+      if (req.method != "GET") return Error(405, "GET only");
+      return ListRuns();
+    }
+    const std::string prefix = "/api/runs/";
+    if (path.rfind(prefix, 0) == 0) {
+      std::string rest = path.substr(prefix.size());
+      std::string action;
+      size_t slash = rest.find('/');
+      if (slash != std::string::npos) {
+        action = rest.substr(slash + 1);
+        rest = rest.substr(0, slash);
+      }
+      std::string name;
+      if (!http::PercentDecode(rest, false, &name)) return Error(400, "bad escape in run name");
+      auto run = FindRun(name);
+      if (!run.ok()) {
+        return Error(run.status().code() == Status::Code::kInvalidArgument ? 403 : 404,
+                     run.status().message());
+      }
+      if (action.empty()) {
+        if (req.method != "GET") return Error(405, "GET only");
+        uint64_t since = 0;
+        auto it = req.query.find("since");
+        if (it != req.query.end()) since = std::strtoull(it->second.c_str(), nullptr, 10);
+        return Response::Json(200, (*run)->DataJson(since, refresh_us_));
+      }
+      if (action == "stop") return StopRun(req, **run);
+      return Error(404, "unknown action");
+    }
+    return Error(404, "not found");
+  }
+
+  Response Static(const std::string& url) {
+    for (const StaticMount& m : kMounts) {
+      const std::string prefix = m.url_prefix;
+      if (url.rfind(prefix, 0) != 0) continue;
+      std::string rel;
+      if (!http::PercentDecode(url.substr(prefix.size()), false, &rel)) {
+        return Error(400, "bad escape");
+      }
+      if (!options_.web_root.empty()) {
+        auto p = server::ResolveUnder(JoinPath(options_.web_root, m.dir), rel);
+        if (p.ok() && fs::is_regular_file(*p)) {
+          std::string body;
+          if (Env::Default()->ReadFile(*p, &body).ok()) return StaticResponse(*p, std::move(body));
+        } else if (!p.ok() && p.status().code() == Status::Code::kInvalidArgument) {
+          return Error(403, "forbidden path");
+        }
+      }
+#ifdef TS_HAVE_WEB_ASSETS
+      std::string name = EmbeddedName(url);
+      if (!name.empty()) {
+        std::string_view asset = WebAsset(name);
+        if (!asset.empty()) return StaticResponse(url, std::string(asset));
+      }
+#endif
+      return Error(404, "not found");
+    }
+    return Error(404, "not found");
+  }
+
+  static Response StaticResponse(const std::string& path, std::string body) {
+    Response r;
+    r.content_type = ContentType(path);
+    r.body = std::move(body);
+    if (r.content_type.rfind("text/html", 0) == 0) {
+      r.headers.emplace_back("Content-Security-Policy", kCsp);
+      r.headers.emplace_back("X-Frame-Options", "DENY");
+    }
+    return r;
+  }
+
+  // Runs: DIR itself when it holds run.json, else its subdirectories with run.json (whose real
+  // path stays inside DIR: a symlink to elsewhere is not served).
+  std::vector<std::pair<std::string, std::string>> ScanRuns() {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::error_code ec;
+    if (fs::exists(fs::path(root_) / "run.json", ec)) {
+      std::string name = fs::path(root_).filename().string();
+      out.emplace_back(name.empty() ? "run" : name, root_);
+      return out;
+    }
+    for (const auto& e : fs::directory_iterator(root_, ec)) {
+      std::string name = e.path().filename().string();
+      if (name.empty() || name[0] == '.') continue;
+      auto real = server::ResolveUnder(root_, name);
+      if (!real.ok() || !fs::is_directory(*real, ec)) continue;
+      if (!fs::exists(fs::path(*real) / "run.json", ec)) continue;
+      out.emplace_back(name, *real);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::shared_ptr<server::LiveRun> RunFor(const std::string& name, const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = runs_[name];
+    if (!slot || slot->dir() != dir) slot = std::make_shared<server::LiveRun>(name, dir);
+    return slot;
+  }
+
+  Result<std::shared_ptr<server::LiveRun>> FindRun(const std::string& name) {
+    if (name.empty() || name.find('\0') != std::string::npos ||
+        name.find('/') != std::string::npos || name.find('\\') != std::string::npos ||
+        name[0] == '.') {
+      return Status::InvalidArgument("forbidden run name");
+    }
+    for (const auto& [n, dir] : ScanRuns()) {
+      if (n == name) return RunFor(n, dir);
+    }
+    return Status::NotFound("no run named " + name);
+  }
+
+  Response ListRuns() {
+    std::string out = "{\"runs\":[";
+    bool first = true;
+    for (const auto& [name, dir] : ScanRuns()) {
+      if (!first) out += ",";
+      first = false;
+      out += RunFor(name, dir)->SummaryJson(refresh_us_);
+    }
+    out += "]}";
+    return Response::Json(200, out);
+  }
+
+  Response Metrics() {
+    PrometheusText text;
+    for (const auto& [name, dir] : ScanRuns()) RunFor(name, dir)->AppendMetrics(refresh_us_, &text);
+    Response r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = text.Render();
+    return r;
+  }
+
+  Response StopRun(const Request& req, server::LiveRun& run) {
+    if (req.method != "POST") return Error(405, "POST only");
+    if (!server::SameOrigin(req)) return Error(403, "cross-site request refused");
+    if (options_.security.token.empty() && !req.peer_loopback) {
+      return Error(403, "stop needs a token or a loopback client");
+    }
+    std::string reason = "stop requested from the dashboard";
+    if (!req.body.empty()) {
+      json body = json::parse(req.body, nullptr, false);
+      if (body.is_object() && body.contains("reason") && body["reason"].is_string() &&
+          !body["reason"].get<std::string>().empty()) {
+        reason = body["reason"].get<std::string>().substr(0, 500);
+      }
+    }
+    Status st = RequestStop(run.dir(), reason, "dashboard");
+    if (!st.ok()) return Error(500, st.ToString());
+    return Response::Json(202, json{{"ok", true}, {"reason", reason}}.dump());
+  }
+
+  DashboardOptions options_;
+  std::string root_;
+  int64_t refresh_us_ = 250000;
+  std::unique_ptr<http::Server> server_;
+  std::mutex mu_;  // guards runs_ (the map only; each LiveRun has its own lock)
+  std::map<std::string, std::shared_ptr<server::LiveRun>> runs_;
+};
+
+Result<std::unique_ptr<DashboardServer>> DashboardServer::Start(const DashboardOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  TS_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<DashboardServer>(new DashboardServer(std::move(impl)));
+}
+DashboardServer::DashboardServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DashboardServer::~DashboardServer() { Stop(); }
+int DashboardServer::port() const { return impl_->port(); }
+void DashboardServer::Stop() { impl_->Stop(); }
+
+// ---- MetricsServer ------------------------------------------------------------------------------
+class MetricsServer::Impl {
+ public:
+  Impl(ServerSecurity o, std::function<std::string()> render)
+      : options_(std::move(o)), render_(std::move(render)) {}
+  Status Start() {
+    TS_RETURN_IF_ERROR(CheckBindPolicy(options_.host, options_.token));
+    http::ServerOptions so;
+    so.host = options_.host;
+    so.port = options_.port;
+    so.max_connections = 16;
+    auto s = http::Server::Start(so, [this](const Request& r) { return Handle(r); });
+    if (!s.ok()) return s.status();
+    server_ = std::move(*s);
+    return Status::OK();
+  }
+  Response Handle(const Request& req) {
+    if (req.path == "/healthz") return Response::Text(200, "ok\n");
+    if (req.path != "/metrics") return Error(404, "not found; try /metrics");
+    if (req.method != "GET" && req.method != "HEAD") return Error(405, "GET only");
+    if (!server::Authorized(req, options_.token)) return Error(401, "missing or wrong token");
+    if (options_.token.empty() && !server::LoopbackHostHeader(req)) {
+      return Error(403, "Host header is not a loopback name");
+    }
+    Response r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = render_ ? render_() : std::string();
+    return r;
+  }
+  void Stop() {
+    if (server_) server_->Stop();
+  }
+  int port() const { return server_ ? server_->port() : 0; }
+
+ private:
+  ServerSecurity options_;
+  std::function<std::string()> render_;
+  std::unique_ptr<http::Server> server_;
+};
+
+Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const ServerSecurity& options,
+                                                            std::function<std::string()> render) {
+  auto impl = std::make_unique<Impl>(options, std::move(render));
+  TS_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
+}
+MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MetricsServer::~MetricsServer() { Stop(); }
+int MetricsServer::port() const { return impl_->port(); }
+void MetricsServer::Stop() { impl_->Stop(); }
+
+}  // namespace trainscope

@@ -1,0 +1,377 @@
+#include "trainscope/server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "server/http.h"
+#include "server/security.h"
+#include "trainscope/run.h"
+#include "trainscope/writer.h"
+#include "util/testing/temp_dir.h"
+
+namespace trainscope {
+namespace {
+
+using testing::TempDir;
+namespace fs = std::filesystem;
+
+struct HttpResult {
+  int status = 0;
+  std::string head;
+  std::string body;
+};
+
+// Sends one raw HTTP request (Connection: close) and reads the whole response.
+HttpResult Raw(int port, const std::string& request) {
+  HttpResult r;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return r;
+  }
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string all;
+  char buf[8192];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) all.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  size_t end = all.find("\r\n\r\n");
+  r.head = all.substr(0, end);
+  r.body = end == std::string::npos ? "" : all.substr(end + 4);
+  if (all.size() > 12) r.status = std::atoi(all.substr(9, 3).c_str());
+  return r;
+}
+
+HttpResult Get(int port, const std::string& target, const std::string& extra = "") {
+  return Raw(port, "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
+                       "\r\n" + extra + "Connection: close\r\n\r\n");
+}
+
+HttpResult Post(int port, const std::string& target, const std::string& extra,
+                const std::string& body = "{}") {
+  return Raw(port, "POST " + target + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
+                       "\r\n" + extra + "Content-Length: " + std::to_string(body.size()) +
+                       "\r\nConnection: close\r\n\r\n" + body);
+}
+
+TEST(Prometheus, EscapesAndGroupsFamilies) {
+  PrometheusText t;
+  t.Family("a_total", PrometheusText::Type::kCounter, "help with \\ and\nnewline");
+  t.Add("b", {{"x", "1"}}, 2);
+  t.Add("a_total", {{"l", "quote\" back\\ nl\n"}}, 1);
+  t.Add("a_total", {{"l", "2"}}, NAN);
+  t.Add("b", {}, INFINITY);
+  t.Add("9bad.name", {}, -INFINITY);
+  EXPECT_EQ(t.Render(),
+            "# HELP a_total help with \\\\ and\\nnewline\n"
+            "# TYPE a_total counter\n"
+            "a_total{l=\"quote\\\" back\\\\ nl\\n\"} 1\n"
+            "a_total{l=\"2\"} NaN\n"
+            "# TYPE b untyped\n"
+            "b{x=\"1\"} 2\n"
+            "b +Inf\n"
+            "# TYPE _9bad_name untyped\n"
+            "_9bad_name -Inf\n");
+}
+
+TEST(Security, BindPolicy) {
+  EXPECT_TRUE(CheckBindPolicy("127.0.0.1", "").ok());
+  EXPECT_TRUE(CheckBindPolicy("localhost", "").ok());
+  EXPECT_TRUE(CheckBindPolicy("::1", "").ok());
+  EXPECT_FALSE(CheckBindPolicy("0.0.0.0", "").ok());
+  EXPECT_FALSE(CheckBindPolicy("::", "").ok());
+  EXPECT_FALSE(CheckBindPolicy("10.1.2.3", "").ok());
+  EXPECT_TRUE(CheckBindPolicy("0.0.0.0", "secret").ok());
+  DashboardOptions o;
+  o.root_dir = "/tmp";
+  o.security.host = "0.0.0.0";
+  o.security.port = 0;
+  auto s = DashboardServer::Start(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("token"), std::string::npos);
+  EXPECT_FALSE(MetricsServer::Start({"0.0.0.0", 0, ""}, [] { return std::string(); }).ok());
+}
+
+TEST(Security, ConstantTimeEqualsAndDecode) {
+  EXPECT_TRUE(http::ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(http::ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(http::ConstantTimeEquals("abc", "abcd"));
+  EXPECT_FALSE(http::ConstantTimeEquals("", "a"));
+  std::string out;
+  EXPECT_TRUE(http::PercentDecode("%2e%2E/x", false, &out));
+  EXPECT_EQ(out, "../x");
+  EXPECT_FALSE(http::PercentDecode("%2", false, &out));
+  EXPECT_FALSE(http::PercentDecode("%zz", false, &out));
+}
+
+TEST(Security, ResolveUnderRejectsEscapes) {
+  TempDir d;
+  fs::create_directories(d / "root/sub");
+  std::ofstream(d / "root/sub/ok.txt") << "ok";
+  std::ofstream(d / "secret.txt") << "secret";
+  fs::create_symlink(d / "secret.txt", d / "root/link.txt");
+  fs::create_symlink(d.path(), d / "root/up");
+  const std::string root = d / "root";
+  EXPECT_TRUE(server::ResolveUnder(root, "sub/ok.txt").ok());
+  const std::vector<std::string> bads = {"../secret.txt",
+                                         "sub/../../secret.txt",
+                                         "/etc/passwd",
+                                         "sub\\..\\..\\secret.txt",
+                                         std::string("sub/ok.txt\0x", 12),
+                                         "%2e%2e/secret.txt",
+                                         ".hidden",
+                                         "sub//ok.txt",
+                                         "link.txt",
+                                         "up/secret.txt",
+                                         ""};
+  for (const std::string& bad : bads) {
+    EXPECT_FALSE(server::ResolveUnder(root, bad).ok()) << bad;
+  }
+}
+
+class DashboardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(dir_ / "runs");
+    fs::create_directories(dir_ / "web/dashboard");
+    std::ofstream(dir_ / "web/dashboard/index.html") << "<html>dashboard</html>";
+    std::ofstream(dir_ / "secret.txt") << "TOPSECRET";
+    run_ = dir_ / "runs/r1";
+    RunManifest m;
+    ASSERT_TRUE(CreateOrOpenRun(run_, &m).ok());
+    WriterOptions wo;
+    wo.run_dir = run_;
+    wo.flush_interval_ms = 1;
+    auto w = Writer::Open(wo);
+    ASSERT_TRUE(w.ok());
+    writer_ = std::move(*w);
+    AddSteps(0, 5);
+    RuleEventRecord re;
+    re.rule = "dead \"rule\"";
+    re.status = RuleStatus::kIssuesFound;
+    re.firing = 1;
+    writer_->AddRuleEvent(re);
+    SystemSampleRecord s;
+    s.wall_us = 1;
+    s.metrics = {{"gpu0.util", 55}, {"cpu.core1.user", 3}, {"proc.77.rss_bytes", 9}};
+    writer_->AddSystemSample(s);
+    writer_->Flush();
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    if (writer_) writer_->Close();
+  }
+  void AddSteps(int from, int to) {
+    for (int i = from; i < to; ++i) {
+      StepRecord st;
+      st.step = i;
+      st.start_us = 1000000 * i;
+      st.end_us = st.start_us + 250000;
+      writer_->AddStep(st);
+      writer_->AddScalar({"losses/loss", i, Mode::kTrain, i, 1.0 / (i + 1), st.end_us});
+    }
+  }
+  void StartServer(const std::string& token) {
+    DashboardOptions o;
+    o.root_dir = dir_ / "runs";
+    o.web_root = dir_ / "web";
+    o.security.port = 0;
+    o.security.token = token;
+    o.refresh_interval_ms = 0;
+    auto s = DashboardServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    port_ = server_->port();
+  }
+  TempDir dir_;
+  std::string run_;
+  std::unique_ptr<Writer> writer_;
+  std::unique_ptr<DashboardServer> server_;
+  int port_ = 0;
+};
+
+TEST_F(DashboardTest, ListsRunsAndServesDataWithCursor) {
+  StartServer("");
+  auto list = Get(port_, "/api/runs");
+  ASSERT_EQ(list.status, 200) << list.head;
+  auto lj = nlohmann::json::parse(list.body);
+  ASSERT_EQ(lj["runs"].size(), 1u);
+  EXPECT_EQ(lj["runs"][0]["name"], "r1");
+  EXPECT_EQ(lj["runs"][0]["live"], true);
+
+  auto d1 = nlohmann::json::parse(Get(port_, "/api/runs/r1").body);
+  EXPECT_EQ(d1["steps"].size(), 5u);
+  EXPECT_EQ(d1["scalars"].size(), 5u);
+  EXPECT_EQ(d1["rules"]["dead \"rule\""]["status"], "IssuesFound");
+  ASSERT_EQ(d1["system"].size(), 1u);
+  EXPECT_EQ(d1["system"][0]["m"].size(), 1u);  // per-core and per-process metrics filtered
+  uint64_t cursor = d1["cursor"];
+
+  AddSteps(5, 8);
+  writer_->Flush();
+  auto d2 = nlohmann::json::parse(Get(port_, "/api/runs/r1?since=" + std::to_string(cursor)).body);
+  EXPECT_EQ(d2["steps"].size(), 3u);
+  EXPECT_EQ(d2["steps"][0]["s"], 5);
+  EXPECT_EQ(d2["rule_events"].size(), 0u);
+  EXPECT_EQ(d2["rules"].size(), 1u);  // the current rule states always travel
+  EXPECT_GT(d2["cursor"].get<uint64_t>(), cursor);
+
+  auto index = Get(port_, "/");
+  EXPECT_EQ(index.status, 200);
+  EXPECT_EQ(index.body, "<html>dashboard</html>");
+  EXPECT_NE(index.head.find("Content-Security-Policy"), std::string::npos);
+}
+
+TEST_F(DashboardTest, MetricsExposeStepTimeRulesAndSystem) {
+  StartServer("");
+  auto m = Get(port_, "/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_NE(m.head.find("text/plain; version=0.0.4"), std::string::npos);
+  const std::string& b = m.body;
+  EXPECT_NE(b.find("# TYPE trainscope_step_time_seconds summary\n"), std::string::npos) << b;
+  EXPECT_NE(b.find("trainscope_step_time_seconds{run=\"r1\",worker=\"worker-0\",mode=\"TRAIN\","
+                   "quantile=\"0.5\"} 0.25\n"),
+            std::string::npos)
+      << b;
+  EXPECT_NE(b.find("trainscope_steps_total{run=\"r1\",worker=\"worker-0\",mode=\"TRAIN\"} 5\n"),
+            std::string::npos);
+  EXPECT_NE(b.find("trainscope_rule_status{run=\"r1\",rule=\"dead \\\"rule\\\"\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(b.find("trainscope_gpu_util{run=\"r1\",stream=\"worker-0\",gpu=\"0\"} 55\n"),
+            std::string::npos);
+  EXPECT_NE(b.find("trainscope_cpu_core_user{run=\"r1\",stream=\"worker-0\",core=\"1\"} 3\n"),
+            std::string::npos);
+  EXPECT_NE(b.find("trainscope_proc_rss_bytes{run=\"r1\",stream=\"worker-0\",pid=\"77\"} 9\n"),
+            std::string::npos);
+  // One HELP/TYPE block per family.
+  EXPECT_EQ(b.find("# TYPE trainscope_scalar"), b.rfind("# TYPE trainscope_scalar"));
+}
+
+TEST_F(DashboardTest, TokenRequiredForDataAndStop) {
+  StartServer("s3cret");
+  for (const char* target : {"/api/runs", "/api/runs/r1", "/metrics"}) {
+    EXPECT_EQ(Get(port_, target).status, 401) << target;
+    EXPECT_EQ(Get(port_, target, "Authorization: Bearer wrong\r\n").status, 401) << target;
+    EXPECT_EQ(Get(port_, std::string(target) + "?token=s3cre").status, 401) << target;
+    EXPECT_EQ(Get(port_, target, "Authorization: Bearer s3cret\r\n").status, 200) << target;
+    EXPECT_EQ(Get(port_, std::string(target) + "?token=s3cret").status, 200) << target;
+  }
+  EXPECT_EQ(Post(port_, "/api/runs/r1/stop", "").status, 401);
+  EXPECT_FALSE(StopRequested(run_));
+  EXPECT_EQ(Post(port_, "/api/runs/r1/stop", "Authorization: Bearer s3cret\r\n").status, 202);
+  EXPECT_TRUE(StopRequested(run_));
+}
+
+TEST_F(DashboardTest, StopRejectsCrossSiteRequests) {
+  StartServer("");
+  EXPECT_EQ(Get(port_, "/api/runs/r1/stop").status, 405);
+  EXPECT_EQ(Post(port_, "/api/runs/r1/stop", "Origin: http://evil.example\r\n").status, 403);
+  EXPECT_EQ(Post(port_, "/api/runs/r1/stop", "Sec-Fetch-Site: cross-site\r\n").status, 403);
+  EXPECT_EQ(Post(port_, "/api/runs/r1/stop", "Origin: null\r\n").status, 403);
+  EXPECT_FALSE(StopRequested(run_));
+  auto ok = Post(
+      port_, "/api/runs/r1/stop",
+      "Origin: http://127.0.0.1:" + std::to_string(port_) + "\r\nSec-Fetch-Site: same-origin\r\n",
+      R"({"reason":"enough"})");
+  EXPECT_EQ(ok.status, 202) << ok.body;
+  std::string reason;
+  EXPECT_TRUE(StopRequested(run_, &reason));
+  EXPECT_EQ(reason, "enough");
+}
+
+TEST_F(DashboardTest, ForeignHostHeaderRefusedWithoutToken) {
+  StartServer("");
+  auto r = Raw(port_, "GET /api/runs HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.status, 403);
+  r = Raw(port_, "GET /api/runs HTTP/1.1\r\nHost: localhost:1\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.status, 200);
+}
+
+TEST_F(DashboardTest, PathTraversalNeverLeavesTheServedDirectories) {
+  StartServer("");
+  fs::create_symlink(dir_ / "secret.txt", dir_ / "web/dashboard/link.txt");
+  fs::create_directories(dir_ / "outside_run");
+  RunManifest m;
+  ASSERT_TRUE(CreateOrOpenRun(dir_ / "outside_run", &m).ok());
+  fs::create_symlink(dir_ / "outside_run", dir_ / "runs/escape");
+  const std::vector<std::string> attempts = {
+      "/static/dashboard/../../secret.txt",
+      "/static/dashboard/%2e%2e/%2e%2e/secret.txt",
+      "/static/dashboard/%2E%2E%2F%2E%2E%2Fsecret.txt",
+      "/static/dashboard/%252e%252e/%252e%252e/secret.txt",
+      "/static/dashboard/..%5c..%5csecret.txt",
+      "/static/dashboard/..\\..\\secret.txt",
+      "/static/dashboard/index.html%00.js",
+      "/static/dashboard//etc/passwd",
+      "/static/dashboard/%2fetc%2fpasswd",
+      "/static/dashboard/link.txt",
+      "/static/../secret.txt",
+      "/../secret.txt",
+      "/api/runs/..",
+      "/api/runs/%2e%2e",
+      "/api/runs/..%2fsecret.txt",
+      "/api/runs/%2e%2e%2f%2e%2e%2fetc",
+      "/api/runs/escape",
+      "/api/runs/r1%00",
+  };
+  for (const auto& a : attempts) {
+    auto r = Get(port_, a);
+    EXPECT_TRUE(r.status == 403 || r.status == 404 || r.status == 400) << a << " -> " << r.status;
+    EXPECT_EQ(r.body.find("TOPSECRET"), std::string::npos) << a;
+    EXPECT_EQ(r.body.find("root:"), std::string::npos) << a;
+  }
+  auto list = nlohmann::json::parse(Get(port_, "/api/runs").body);
+  EXPECT_EQ(list["runs"].size(), 1u);  // the symlink to a run outside DIR is not listed
+}
+
+TEST(MetricsServer, ServesRenderedTextWithToken) {
+  int calls = 0;
+  auto s = MetricsServer::Start({"127.0.0.1", 0, "tok"}, [&] {
+    ++calls;
+    return std::string("# TYPE x gauge\nx 1\n");
+  });
+  ASSERT_TRUE(s.ok());
+  int port = (*s)->port();
+  EXPECT_EQ(Get(port, "/metrics").status, 401);
+  auto r = Get(port, "/metrics", "Authorization: Bearer tok\r\n");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "# TYPE x gauge\nx 1\n");
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(Get(port, "/other").status, 404);
+  (*s)->Stop();
+  (*s)->Stop();  // idempotent
+}
+
+TEST(HttpServer, KeepAliveAndConnectionCapAndStop) {
+  http::ServerOptions o;
+  o.max_connections = 1;
+  auto s = http::Server::Start(o, [](const http::Request& r) {
+    return http::Response::Text(200, r.method + " " + r.path + " " + r.body);
+  });
+  ASSERT_TRUE(s.ok());
+  int port = (*s)->port();
+  // Two requests on one connection.
+  auto r = Raw(port,
+               "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+               "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nxyz");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("POST /b xyz"), std::string::npos) << r.body;
+  EXPECT_EQ(Raw(port, "garbage\r\n\r\n").status, 400);
+  EXPECT_EQ(Raw(port, "GET /x HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n").status, 413);
+  (*s)->Stop();
+  EXPECT_EQ(Get(port, "/").status, 0);  // nothing listens any more
+}
+
+}  // namespace
+}  // namespace trainscope

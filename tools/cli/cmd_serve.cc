@@ -1,0 +1,88 @@
+// trainscope serve [DIR] — live dashboard, JSON API and Prometheus /metrics over a directory of
+// runs (docs/dashboard.md).
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "command.h"
+#include "trainscope/server.h"
+
+namespace trainscope::cli {
+namespace {
+
+const char* kUsage = R"(usage: trainscope serve [DIR] [--host 127.0.0.1] [--port 6060] [--token T]
+                        [--web-root DIR]
+
+Serves a live dashboard of the runs under DIR (default: the current directory; a directory
+with run.json is served as a single run):
+  /                 the dashboard (run list, live charts, rule status, stop button)
+  /api/runs         runs as JSON; /api/runs/NAME?since=CURSOR only what is new
+  /metrics          Prometheus text exposition of every run (system, GPU, steps, rules)
+
+Binds to 127.0.0.1 by default. Binding to any other address needs --token T (or the
+TRAINSCOPE_TOKEN environment variable); requests then need "Authorization: Bearer T" or
+"?token=T" (open http://HOST:PORT/?token=T in a browser). --port 0 picks a free port.
+Stops on SIGINT/SIGTERM. Exit codes: 0 stopped, 1 error, 2 usage (incl. a missing token).)";
+
+int Serve(Context& ctx) {
+  Args args(ctx.args);
+  DashboardOptions o;
+  o.security.host = args.Take("--host", "127.0.0.1");
+  const std::string port = args.Take("--port", "6060");
+  const char* env_token = std::getenv("TRAINSCOPE_TOKEN");
+  o.security.token = args.Take("--token", env_token ? env_token : "");
+  o.web_root = args.Take("--web-root", "");
+  std::vector<std::string> pos;
+  std::string error;
+  if (!args.Positional(&pos, &error) || pos.size() > 1) {
+    ctx.err << "trainscope serve: " << (error.empty() ? "too many arguments" : error) << "\n"
+            << kUsage << "\n";
+    return 2;
+  }
+  char* end = nullptr;
+  long p = std::strtol(port.c_str(), &end, 10);
+  if (!end || *end || p < 0 || p > 65535) {
+    ctx.err << "trainscope serve: bad --port " << port << "\n";
+    return 2;
+  }
+  o.security.port = static_cast<int>(p);
+  o.root_dir = pos.empty() ? "." : pos[0];
+  Status policy = CheckBindPolicy(o.security.host, o.security.token);
+  if (!policy.ok()) {
+    ctx.err << "trainscope serve: " << policy.message() << "\n";
+    return 2;
+  }
+
+  // Block the stop signals before any thread starts, so only sigwait below receives them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  auto server = DashboardServer::Start(o);
+  if (!server.ok()) {
+    ctx.err << "trainscope serve: " << server.status().ToString() << "\n";
+    return server.status().code() == Status::Code::kInvalidArgument ? 2 : 1;
+  }
+  std::string shown_host = o.security.host.find(':') != std::string::npos
+                               ? "[" + o.security.host + "]"
+                               : o.security.host;
+  ctx.out << "trainscope serve: dashboard at http://" << shown_host << ":" << (*server)->port()
+          << "/" << (o.security.token.empty() ? "" : "?token=<token>") << " (runs under "
+          << o.root_dir << "; Ctrl-C stops)" << std::endl;
+  int sig = 0;
+  sigwait(&set, &sig);
+  ctx.err << "trainscope serve: stopping\n";
+  (*server)->Stop();
+  return 0;
+}
+
+}  // namespace
+
+TS_COMMAND("serve", "live dashboard and Prometheus /metrics for a directory of runs", kUsage,
+           Serve);
+
+}  // namespace trainscope::cli
