@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "rules/builtin/builtin.h"
+#include "rules/profiling/profiling.h"
 #include "trainscope/rules.h"
 
 namespace trainscope {
@@ -19,6 +20,7 @@ const RuleRegistry& RuleRegistry::BuiltIn() {
           rules::ClassImbalanceRule, rules::CheckInputImagesRule}) {
       (void)r->Add(make());
     }
+    (void)rules::AddProfilingRules(r);  // cpu_bottleneck, dataloader, step_outlier, ...
     return r;
   }();
   return *registry;

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "trainscope/reader.h"
 #include "trainscope/rules.h"
 #include "trainscope/run.h"
+#include "trainscope/server.h"
 #include "trainscope/sysmon.h"
 #include "trainscope/writer.h"
 
@@ -28,6 +31,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: trainscope run [--out RUN] [--interval-ms N] [--rules NAME[,NAME...]]\n"
     "                      [--actions stop_training,log] [--config FILE]\n"
+    "                      [--metrics-port N] [--metrics-host H]\n"
     "                      [--term-after-s S] [--kill-after-s S] [--quiet]\n"
     "                      -- COMMAND ARGS...\n\n"
     "Starts COMMAND (a Python or C++ training) as a child and records into RUN: system and GPU\n"
@@ -39,6 +43,9 @@ constexpr char kUsage[] =
     "written when a checkpointer is registered), then sends SIGTERM after --term-after-s\n"
     "(default 10) and SIGKILL after --kill-after-s more (default 10). Signals sent to trainscope\n"
     "(Ctrl-C, SIGTERM) are forwarded to the child. The exit status is the child's.\n"
+    "--metrics-port N serves Prometheus metrics of the run (system, GPU, step time, rule\n"
+    "statuses, dropped records) on http://H:N/metrics (H default 127.0.0.1; any other host\n"
+    "needs a token in TRAINSCOPE_TOKEN, sent as 'Authorization: Bearer TOKEN').\n"
     "Default RUN: runs/<command>-<yyyymmdd-hhmmss>.";
 
 std::string HostName() {
@@ -76,6 +83,10 @@ int Run(Context& ctx) {
   double term_after = std::stod(args.Take("--term-after-s", "10"));
   double kill_after = std::stod(args.Take("--kill-after-s", "10"));
   bool quiet = args.TakeBool("--quiet");
+  std::string metrics_port = args.Take("--metrics-port");
+  std::string metrics_host = args.Take("--metrics-host", "127.0.0.1");
+  const char* token_env = std::getenv("TRAINSCOPE_TOKEN");
+  std::string token = token_env ? token_env : "";
   std::vector<std::string> pos;
   std::string error;
   if (!args.Positional(&pos, &error) || !pos.empty() || command.empty()) {
@@ -126,6 +137,13 @@ int Run(Context& ctx) {
     rules.insert(rules.end(), r->begin(), r->end());
   }
   if (out.empty()) out = DefaultRunDir(command[0]);
+  if (!metrics_port.empty()) {
+    Status bind = CheckBindPolicy(metrics_host, token);
+    if (!bind.ok()) {
+      ctx.err << "trainscope run: " << bind.message() << "\n";
+      return 2;
+    }
+  }
 
   RunManifest manifest;
   manifest.command = command;
@@ -191,6 +209,32 @@ int Run(Context& ctx) {
     }
   }
 
+  // Prometheus endpoint: a RunReader refreshed on each scrape, under a mutex.
+  std::mutex metrics_mu;
+  std::unique_ptr<RunReader> metrics_reader;
+  std::unique_ptr<MetricsServer> metrics;
+  if (!metrics_port.empty()) {
+    std::string run_label = manifest.name;
+    auto m = MetricsServer::Start(
+        {metrics_host, std::atoi(metrics_port.c_str()), token},
+        [&metrics_mu, &metrics_reader, out, run_label]() -> std::string {
+          std::lock_guard<std::mutex> lock(metrics_mu);
+          if (!metrics_reader) {
+            auto r = RunReader::Open(out);
+            if (!r.ok()) return "";
+            metrics_reader = std::move(r).value();
+          } else {
+            (void)metrics_reader->Refresh();
+          }
+          return RenderRunMetrics(*metrics_reader, run_label);
+        });
+    if (m.ok()) {
+      metrics = std::move(m).value();
+    } else {
+      ctx.err << "trainscope run: metrics endpoint disabled: " << m.status().message() << "\n";
+    }
+  }
+
   RunStatusLine status(out, !quiet && isatty(STDERR_FILENO), ctx.err);
   auto stop_since = std::chrono::steady_clock::time_point::max();
   bool termed = false, killed = false;
@@ -219,6 +263,7 @@ int Run(Context& ctx) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   status.Finish();
+  if (metrics) metrics->Stop();
   if (sampler.ok()) (*sampler)->Stop();
   if (runner) runner->Stop(/*finish=*/true);
   int code = child.exit_code();
