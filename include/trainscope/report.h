@@ -1,0 +1,338 @@
+// trainscope/report.h — after-the-fact analysis of a run: what happened, what went wrong, what it
+// cost, what to change; rendered as a self-contained HTML page, a versioned JSON summary
+// (docs/report.md) and a terminal summary; and the local history of runs (SQLite).
+//
+// The analysis is a pure function of plain data: LoadRunData() reads a run directory into a
+// RunData, Analyze() turns it into a RunAnalysis; the renderers only format. Tests build RunData
+// by hand. Everything here is thread-compatible (no shared state); HistoryDb is safe to use from
+// several processes and threads at once (one HistoryDb object per thread).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainscope/run.h"
+#include "trainscope/status.h"
+#include "trainscope/types.h"
+
+namespace trainscope {
+
+constexpr int kReportSchemaVersion = 1;
+
+// ---- Input -----------------------------------------------------------------------------------
+
+// One entry of RUN/profile/functions-<worker>.json (schema in docs/report.md).
+struct ProfiledEntry {
+  std::string name;
+  std::string file;  // functions only
+  int64_t line = 0;  // functions only
+  int64_t calls = 0;
+  double total_us = 0;
+  double self_us = 0;
+};
+
+struct ProfileWindow {
+  std::string worker;      // "worker-0"
+  int64_t start_step = 0;  // first profiled step
+  int64_t num_steps = 0;
+  double step_time_us = 0;  // mean step time inside the window (0: unknown)
+  std::vector<ProfiledEntry> functions;
+  std::vector<ProfiledEntry> operators;
+  std::string trace_file;  // path relative to the run dir ("profile/trace-worker-0.json"), or ""
+};
+
+// A summary without its histogram: what the report needs of a SummaryRecord.
+struct TensorPoint {
+  std::string name;
+  int64_t step = 0;
+  Mode mode = Mode::kTrain;
+  double l2 = 0;
+  double mean = 0;
+  uint64_t count = 0;
+  uint64_t nan = 0;
+  uint64_t inf = 0;
+  uint64_t zeros = 0;
+};
+
+struct RunData {
+  std::string run_dir;
+  RunManifest manifest;
+  int64_t end_us = 0;  // run end: "run_end" event, else the latest record time
+  std::map<std::string, std::vector<StepRecord>> steps;  // per stream
+  std::vector<ScalarRecord> scalars;
+  std::vector<TensorPoint> tensors;
+  std::map<std::string, std::vector<SystemSampleRecord>> system;  // per stream ("node")
+  std::vector<RuleEventRecord> rule_events;                       // by wall time
+  std::vector<EventRecord> events;                                // by wall time
+  std::vector<ProfileWindow> profiles;
+  uint64_t corrupt_regions = 0;  // what the reader skipped (shown as a note)
+};
+
+// Reads RUN (manifest, every stream, RUN/profile/*). Fails only when RUN is not a readable run.
+Result<RunData> LoadRunData(const std::string& run_dir);
+
+// ---- Instances and prices --------------------------------------------------------------------
+
+struct InstanceType {
+  std::string name;      // "p3.2xlarge"
+  std::string provider;  // "aws", "gcp", "azure"
+  std::string gpu;       // "V100" ("" for none)
+  int gpu_count = 0;
+  double gpu_memory_gb = 0;  // per GPU
+  double gpu_speed = 0;      // relative training throughput per GPU (T4 = 1), rough
+  int vcpus = 0;
+  double memory_gb = 0;
+  double price_per_hour = 0;  // USD, on-demand list price
+  std::string price_date;     // "2024-06"
+};
+
+struct InstanceCatalog {
+  std::string note;
+  std::vector<InstanceType> instances;
+  const InstanceType* Find(std::string_view name) const;  // case-insensitive; nullptr if none
+};
+
+Result<InstanceCatalog> ParseInstanceCatalog(const std::string& json);
+// Reads data/instances.json: $TRAINSCOPE_INSTANCES, else the copy embedded at build time.
+Result<InstanceCatalog> LoadInstanceCatalog();
+
+// ---- Analysis --------------------------------------------------------------------------------
+
+struct Percentiles {
+  size_t n = 0;
+  double min = 0, mean = 0, p50 = 0, p95 = 0, p99 = 0, max = 0;
+};
+Percentiles ComputePercentiles(std::vector<double> values);  // ignores NaN; n=0 when empty
+
+// Measurements the recommendation rules work on (all derived from RunData; NaN/-1 = unknown).
+struct Measurements {
+  double duration_s = 0;
+  int64_t steps = 0;
+  double step_time_p50_ms = 0;
+  double data_wait_share = -1;  // data wait / step time (0..1), -1 unknown
+  double data_wait_ms_per_step = -1;
+  int gpu_count = 0;
+  double gpu_util_mean = -1;  // percent, over all GPUs and samples
+  double gpu_util_p50 = -1;
+  double gpu_util_p95 = -1;
+  double gpu_idle_share = -1;       // share of samples with mean GPU util < 10%
+  double gpu_mem_used_max_gb = -1;  // max over GPUs and samples
+  double gpu_mem_total_gb = -1;     // per GPU
+  int cpu_cores = 0;
+  double cpu_util_p50 = -1;  // percent, whole machine
+  double cpu_util_p95 = -1;
+  double mem_used_max_gb = -1;
+  double mem_total_gb = -1;
+  int num_workers = -1;  // data-loader workers, if recorded
+  int pin_memory = -1;   // 0/1, -1 unknown
+};
+
+enum class Severity { kCritical, kWarning, kInfo };
+std::string_view SeverityName(Severity s);  // "critical", "warning", "info"
+
+struct Finding {
+  std::string rule;
+  Severity severity = Severity::kWarning;
+  std::string title;  // "Vanishing gradient"
+  int64_t step = -1;  // first firing
+  int64_t wall_us = 0;
+  uint64_t firings = 0;
+  double value = 0;            // NaN when none
+  double threshold = 0;        // NaN when none
+  std::string message;         // the rule's own words
+  std::string evidence;        // "value 3.1e-08 < threshold 1e-07 at step 120 (gradients/fc1)"
+  std::string recommendation;  // plain words, derived from measurements
+  // The model stopped improving (NaN, vanishing gradients, loss flat...): the steps after it
+  // are wasted, so an automatic stop saves their cost. False for profiling findings.
+  bool stop_worthy = false;
+};
+
+// What the rule fired about → a recommendation. Pure; unknown rules get a generic one.
+Finding MakeFinding(const RuleEventRecord& first, uint64_t firings, const Measurements& m);
+
+struct Advice {
+  std::string kind;       // "larger_gpu", "fix_input_pipeline", "cheaper_gpu", "smaller_instance",
+                          // "more_cpu", "no_gpu", "keep"
+  std::string text;       // plain words
+  std::string evidence;   // the measurements it rests on
+  std::string instance;   // suggested instance ("" when none)
+  double saving_usd = 0;  // estimated saving for a run like this one (0: unknown / none)
+  double saving_share = 0;  // saving / cost
+};
+
+// The instance the run ran on (nullptr if unknown) and the price per hour used for cost.
+struct CostInput {
+  double price_per_hour = 0;  // 0: no cost analysis
+  std::string price_source;   // "--price-per-hour", "p3.2xlarge (aws, 2024-06)", ...
+  const InstanceType* instance = nullptr;
+  const InstanceCatalog* catalog = nullptr;
+};
+
+// Where the price comes from, first match wins: `price_per_hour` > 0 (the user's), `instance`
+// (looked up in `catalog`; unknown name → InvalidArgument), the manifest's config_json
+// "price_per_hour" or "instance_type". The instance is also used for advice when known.
+Result<CostInput> ResolveCost(const RunManifest& manifest, double price_per_hour,
+                              const std::string& instance, const InstanceCatalog* catalog);
+
+// Each recommendation rule; nullopt when it does not apply. Pure; tested on both sides.
+std::optional<Advice> AdviseLargerGpu(const Measurements& m, const CostInput& c, double cost);
+std::optional<Advice> AdviseInputPipeline(const Measurements& m, const CostInput& c, double cost);
+std::optional<Advice> AdviseSmallerInstance(const Measurements& m, const CostInput& c, double cost);
+std::optional<Advice> AdviseNoGpu(const Measurements& m, const CostInput& c, double cost);
+std::vector<Advice> AdviseInstance(const Measurements& m, const CostInput& c, double cost);
+
+struct CostAnalysis {
+  bool available = false;
+  double price_per_hour = 0;
+  std::string price_source;
+  double total_usd = 0;
+  double gpu_idle_usd = -1;             // -1: no GPU data
+  double after_first_finding_usd = -1;  // -1: no stop-worthy finding
+  int64_t first_finding_us = 0;
+  std::string first_finding_rule;
+  double checkpoint_usd = 0;
+};
+
+struct SystemStat {
+  std::string node;    // stream
+  std::string metric;  // "gpu0.util"
+  std::string unit;    // "%", "bytes", "bytes/s", "W", "°C"
+  Percentiles p;
+};
+
+struct EventSummary {
+  int checkpoints = 0;
+  double checkpoint_total_s = 0;
+  int preemptions = 0;
+  int resumes = 0;
+  int rollbacks = 0;
+  double lost_s = 0;  // time between a preemption and the following resume
+};
+
+struct RunAnalysis {
+  std::string run_dir, id, name, command, host, framework;
+  int64_t start_us = 0, end_us = 0, first_step_us = 0, last_step_us = 0;
+  double duration_s = 0, init_s = 0, loop_s = 0, final_s = 0;
+  int64_t steps = 0;  // training steps (all modes) of the main worker
+  int workers = 0;
+  Measurements m;
+  Percentiles step_ms;                 // step duration
+  std::vector<int64_t> outlier_steps;  // > p50 + 3·(p99-p50) or > 3x median (capped list)
+  int64_t outlier_count = 0;
+  // Share of step time per phase (data_wait, forward, backward, optimizer, other); empty if none.
+  std::vector<std::pair<std::string, double>> phase_share;
+  std::vector<Finding> findings;  // severity, then time
+  std::vector<std::string> rules_fired;
+  std::vector<std::string> rules_clean;  // rules that reported NoIssuesFound only
+  std::vector<SystemStat> system;
+  CostAnalysis cost;
+  std::vector<Advice> advice;
+  EventSummary events;
+  std::vector<ProfileWindow> profiles;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> health;  // collection → (nan+inf, zeros)
+  uint64_t corrupt_regions = 0;
+};
+
+Measurements Measure(const RunData& d);
+RunAnalysis Analyze(const RunData& d, const CostInput& cost);
+
+// ---- Output ----------------------------------------------------------------------------------
+
+struct RenderOptions {
+  size_t max_points = 1500;  // per chart, after min/max-preserving downsampling
+  size_t heatmap_columns = 240;
+  size_t heatmap_rows = 64;
+  int64_t generated_us = 0;  // "generated at" (0: now)
+  std::string out_html;      // where the page goes (links to traces are made relative to it)
+};
+
+std::string SummaryJson(const RunAnalysis& a);  // docs/report.md, schema_version 1
+std::string TerminalSummary(const RunAnalysis& a, bool color = false);
+std::string ReportHtml(const RunData& d, const RunAnalysis& a, const RenderOptions& o = {});
+std::string CompareHtml(const std::string& title, const std::string& body_json);
+
+// Min/max-preserving downsampling: splits [0, n) into at most max_points/2 buckets and keeps, per
+// bucket, the first and last x with each series' min and max (in their order). Series share x.
+// NaN values are skipped inside a bucket (a bucket of NaN stays NaN).
+void Downsample(const std::vector<double>& x, const std::vector<std::vector<double>>& ys,
+                size_t max_points, std::vector<double>* out_x,
+                std::vector<std::vector<double>>* out_ys);
+
+// The web assets embedded at build time (web/CMakeLists.txt): "uplot.js", "uplot.css",
+// "charts.js", "report.html", "report.css", "report.js", "instances.json". Empty if unknown.
+std::string_view WebAsset(std::string_view name);
+
+// ---- History ---------------------------------------------------------------------------------
+
+struct HistoryEntry {
+  std::string id, name, path, command;
+  int64_t start_us = 0, end_us = 0;
+  double duration_s = 0;
+  int64_t steps = 0;
+  double gpu_util_avg = -1, gpu_util_p95 = -1, cpu_util_avg = -1, cpu_util_p95 = -1;
+  double data_wait_share = -1;
+  double cost_usd = -1;
+  std::vector<std::string> rules_fired;
+  int64_t recorded_us = 0;
+  std::string summary_json;  // SummaryJson() of the run
+};
+
+HistoryEntry HistoryEntryFrom(const RunAnalysis& a);
+
+struct HistoryFilter {
+  std::string name;      // substring
+  int64_t since_us = 0;  // start >= since
+  std::string rule;      // fired this rule
+  size_t limit = 0;      // 0: all
+};
+
+// Default path: $TRAINSCOPE_HOME/history.db, else $XDG_DATA_HOME/trainscope/history.db, else
+// ~/.local/share/trainscope/history.db.
+std::string DefaultHistoryPath();
+
+class HistoryDb {
+ public:
+  // Opens (creating directories, file and schema as needed) in WAL mode with a busy timeout.
+  static Result<std::unique_ptr<HistoryDb>> Open(const std::string& path);
+  ~HistoryDb();
+  // Inserts or replaces the entry with the same id. Retries on SQLITE_BUSY/LOCKED.
+  Status Record(const HistoryEntry& e);
+  Result<std::vector<HistoryEntry>> List(const HistoryFilter& f = {});  // newest first
+  // By id, id prefix (unique), name (newest) or run path.
+  Result<HistoryEntry> Find(const std::string& key);
+
+ private:
+  struct Impl;
+  explicit HistoryDb(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// For the lead, at run end: analyses RUN (price from --instance in the manifest's config_json
+// "instance_type"/"price_per_hour" when present) and records it in the history database
+// (history_path "" = DefaultHistoryPath()). Never writes the HTML.
+Status RecordRunInHistory(const std::string& run_dir, const std::string& history_path = "");
+
+// A run named on the command line: a run directory (analysed now, price from its configuration)
+// or a key of the history database (id, id prefix, name, path).
+Result<HistoryEntry> LookupRun(const std::string& key, const std::string& history_path = "");
+
+// Side-by-side comparison of two runs (from their summary_json): one row per metric and the
+// notable changes in plain words ("step time p50 fell 38% (160 → 99 ms)").
+struct CompareRow {
+  std::string metric, a, b, change;
+};
+struct Comparison {
+  std::vector<CompareRow> rows;
+  std::vector<std::string> changes;
+};
+Comparison CompareRuns(const HistoryEntry& a, const HistoryEntry& b);
+
+// Recurring bottlenecks across runs: rule → number of runs where it fired (most frequent first).
+std::vector<std::pair<std::string, int>> RecurringRules(const std::vector<HistoryEntry>& runs);
+
+}  // namespace trainscope

@@ -1,0 +1,351 @@
+// RunData + RunAnalysis → one self-contained HTML page: the template and scripts embedded at
+// build time (web/), the data as a JSON blob (<script type="application/json" id="ts-data">).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "report/internal.h"
+
+namespace trainscope {
+namespace {
+
+using nlohmann::json;
+using report_internal::SystemTable;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Four significant digits keep the page small; NaN becomes null (a gap in the chart).
+json Round(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  if (v == 0) return 0;
+  double mag = std::pow(10.0, 3 - std::floor(std::log10(std::fabs(v))));
+  return std::round(v * mag) / mag;
+}
+
+json Array(const std::vector<double>& v, double scale = 1) {
+  json a = json::array();
+  for (double x : v) a.push_back(Round(x * scale));
+  return a;
+}
+
+struct Line {
+  std::string label;
+  std::vector<double> values;
+  double scale = 1;
+};
+
+json LineChart(const std::string& id, const std::string& title, const std::string& x_label,
+               const std::string& unit, const std::vector<double>& x, std::vector<Line> lines,
+               size_t max_points) {
+  std::vector<std::vector<double>> ys;
+  for (auto& l : lines) ys.push_back(std::move(l.values));
+  std::vector<double> dx;
+  std::vector<std::vector<double>> dys;
+  Downsample(x, ys, max_points, &dx, &dys);
+  json series = json::array();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    series.push_back({{"label", lines[i].label}, {"values", Array(dys[i], lines[i].scale)}});
+  }
+  return {{"id", id},     {"kind", "line"}, {"title", title},  {"xLabel", x_label},
+          {"unit", unit}, {"x", Array(dx)}, {"series", series}};
+}
+
+// Scalars of one family ("losses/" or others) on a shared step axis (union of steps).
+json ScalarChart(const std::string& id, const std::string& title,
+                 const std::vector<const ScalarRecord*>& recs, size_t max_points) {
+  std::set<int64_t> steps;
+  std::map<std::string, std::map<int64_t, double>> by_series;
+  for (const auto* r : recs) {
+    std::string label =
+        r->name + (r->mode == Mode::kTrain ? "" : " (" + std::string(ModeName(r->mode)) + ")");
+    by_series[label][r->step] = r->value;
+    steps.insert(r->step);
+  }
+  std::vector<double> x(steps.begin(), steps.end());
+  std::vector<Line> lines;
+  for (const auto& [label, vals] : by_series) {
+    Line l{label, std::vector<double>(x.size(), kNaN)};
+    size_t i = 0;
+    for (int64_t s : steps) {
+      auto it = vals.find(s);
+      if (it != vals.end()) l.values[i] = it->second;
+      ++i;
+    }
+    lines.push_back(std::move(l));
+  }
+  json c = LineChart(id, title, "step", "", x, std::move(lines), max_points);
+  c["spanGaps"] = true;
+  return c;
+}
+
+json Curves(const RunData& d, const RenderOptions& o) {
+  json charts = json::array();
+  std::vector<const ScalarRecord*> losses;
+  std::map<std::string, std::vector<const ScalarRecord*>> others;
+  for (const auto& s : d.scalars) {
+    if (s.name.rfind("losses/", 0) == 0) {
+      losses.push_back(&s);
+    } else {
+      others[s.name].push_back(&s);
+    }
+  }
+  if (!losses.empty()) charts.push_back(ScalarChart("losses", "Loss", losses, o.max_points));
+  int n = 0;
+  for (const auto& [name, recs] : others) {
+    if (++n > 12) break;
+    charts.push_back(ScalarChart("scalar-" + std::to_string(n), name, recs, o.max_points));
+  }
+  return charts;
+}
+
+// Per-layer gradient L2 norm over steps: rows = gradients/* tensors, columns = step buckets,
+// value = log10 of the largest norm in the bucket.
+json GradientHeatmap(const RunData& d, const RenderOptions& o) {
+  std::map<std::string, std::vector<const TensorPoint*>> rows;
+  std::vector<int64_t> steps;  // distinct steps with gradient summaries, sorted
+  for (const auto& t : d.tensors) {
+    if (t.name.rfind("gradients/", 0) != 0 || t.mode != Mode::kTrain) continue;
+    rows[t.name].push_back(&t);
+    steps.push_back(t.step);
+  }
+  if (rows.empty()) return nullptr;
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  // Columns are buckets of consecutive saved steps, so no column is empty by construction.
+  const size_t ncols = std::min(o.heatmap_columns, steps.size());
+  auto column = [&](int64_t step) {
+    size_t idx = std::lower_bound(steps.begin(), steps.end(), step) - steps.begin();
+    return std::min(ncols - 1, idx * ncols / steps.size());
+  };
+  json names = json::array(), values = json::array();
+  size_t nrow = 0;
+  for (const auto& [name, pts] : rows) {
+    if (++nrow > o.heatmap_rows) break;
+    std::vector<double> cells(ncols, kNaN);
+    for (const auto* p : pts) {
+      size_t c = column(p->step);
+      double v = (p->nan || p->inf || !std::isfinite(p->l2))
+                     ? std::numeric_limits<double>::infinity()
+                     : p->l2;
+      if (std::isnan(cells[c]) || v > cells[c]) cells[c] = v;
+    }
+    json row = json::array();
+    for (double v : cells) {
+      if (std::isinf(v)) {
+        row.push_back("nan");
+      } else {
+        row.push_back(std::isnan(v) ? json(nullptr) : Round(std::log10(std::max(v, 1e-30))));
+      }
+    }
+    names.push_back(name.substr(10));
+    values.push_back(std::move(row));
+  }
+  json cols = json::array();
+  for (size_t c = 0; c < ncols; ++c) cols.push_back(steps[c * steps.size() / ncols]);
+  return {{"id", "grad-heatmap"},
+          {"kind", "heatmap"},
+          {"title", "Gradient L2 norm per layer (log10)"},
+          {"rows", names},
+          {"cols", cols},
+          {"values", values},
+          {"xLabel", "step"},
+          {"colorLabel", "log10 ‖g‖₂"}};
+}
+
+json StepCharts(const RunData& d, const RunAnalysis& a, const RenderOptions& o) {
+  const auto* steps = report_internal::MainSteps(d);
+  json out = json::object();
+  if (!steps || steps->empty()) return out;
+  std::vector<double> x, dur, wait;
+  bool any_wait = false;
+  for (const auto& s : *steps) {
+    x.push_back(static_cast<double>(s.step));
+    dur.push_back((s.end_us - s.start_us) / 1000.0);
+    wait.push_back(s.data_wait_us >= 0 ? s.data_wait_us / 1000.0 : kNaN);
+    any_wait |= s.data_wait_us >= 0;
+  }
+  std::vector<Line> lines = {{"step time", dur}};
+  if (any_wait) lines.push_back({"data wait", wait});
+  out["curve"] =
+      LineChart("step-time", "Step time", "step", "ms", x, std::move(lines), o.max_points);
+  // Histogram up to p99·1.5 (longer steps land in the last bucket, counted as "overflow").
+  double lo = a.step_ms.min, hi = std::max(a.step_ms.p99 * 1.5, lo + 1e-3);
+  hi = std::min(hi, a.step_ms.max > lo ? a.step_ms.max : lo + 1e-3);
+  const int kBins = 40;
+  std::vector<uint64_t> counts(kBins, 0);
+  uint64_t overflow = 0;
+  for (double v : dur) {
+    if (v > hi) {
+      ++overflow;
+      continue;
+    }
+    int b = static_cast<int>((v - lo) / (hi - lo) * kBins);
+    counts[std::clamp(b, 0, kBins - 1)]++;
+  }
+  json edges = json::array();
+  for (int i = 0; i <= kBins; ++i) edges.push_back(Round(lo + (hi - lo) * i / kBins));
+  out["histogram"] = {
+      {"id", "step-hist"},   {"kind", "histogram"}, {"title", "Step time distribution"},
+      {"unit", "ms"},        {"edges", edges},      {"counts", counts},
+      {"overflow", overflow}};
+  return out;
+}
+
+json SystemCharts(const std::vector<SystemTable>& tables, const RunAnalysis& a,
+                  const RenderOptions& o) {
+  json nodes = json::array();
+  const double gb = 1.0 / (1024.0 * 1024 * 1024), mb = 1.0 / (1024.0 * 1024);
+  for (const auto& t : tables) {
+    std::vector<double> x;
+    for (int64_t w : t.wall_us) x.push_back((w - a.start_us) / 1e6);
+    auto pick = [&](std::initializer_list<const char*> names, double scale) {
+      std::vector<Line> lines;
+      for (const char* n : names) {
+        if (const auto* c = t.Col(n)) lines.push_back({n, *c, scale});
+      }
+      return lines;
+    };
+    auto gpus = [&](const char* suffix, double scale) {
+      std::vector<Line> lines;
+      for (int i = 0; i < 64; ++i) {
+        std::string n = "gpu" + std::to_string(i) + suffix;
+        if (const auto* c = t.Col(n)) lines.push_back({n, *c, scale});
+      }
+      return lines;
+    };
+    json charts = json::array();
+    auto add = [&](const std::string& id, const std::string& title, const std::string& unit,
+                   std::vector<Line> lines) {
+      if (lines.empty()) return;
+      json c =
+          LineChart(t.node + "-" + id, title, "time (s)", unit, x, std::move(lines), o.max_points);
+      charts.push_back(std::move(c));
+    };
+    add("gpu-util", "GPU utilisation", "%", gpus(".util", 1));
+    add("gpu-mem", "GPU memory used", "GB", gpus(".mem_used_bytes", gb));
+    add("cpu", "CPU utilisation", "%", pick({"cpu.util", "proc.tree_cpu_util"}, 1));
+    add("mem", "Memory", "GB", pick({"mem.used_bytes", "proc.tree_rss_bytes"}, gb));
+    add("disk", "Disk I/O", "MB/s", pick({"disk.read_bytes_per_s", "disk.write_bytes_per_s"}, mb));
+    add("net", "Network", "MB/s", pick({"net.rx_bytes_per_s", "net.tx_bytes_per_s"}, mb));
+    add("gpu-power", "GPU power", "W", gpus(".power_w", 1));
+    add("gpu-temp", "GPU temperature", "°C", gpus(".temp_c", 1));
+    nodes.push_back({{"node", t.node}, {"charts", charts}});
+  }
+  return nodes;
+}
+
+// Step number at each time (downsampled) so time charts can show "step N" under the cursor.
+json StepClock(const RunData& d, const RunAnalysis& a) {
+  const auto* steps = report_internal::MainSteps(d);
+  json out = json::array();
+  if (!steps || steps->empty()) return out;
+  size_t stride = std::max<size_t>(1, steps->size() / 2000);
+  for (size_t i = 0; i < steps->size(); i += stride) {
+    out.push_back({Round(((*steps)[i].start_us - a.start_us) / 1e6), (*steps)[i].step});
+  }
+  return out;
+}
+
+std::string Replace(std::string s, const std::string& marker, std::string_view with) {
+  size_t pos = s.find(marker);
+  if (pos == std::string::npos) return s;
+  return s.replace(pos, marker.size(), with);
+}
+
+// Keeps embedded text from closing its <script>/<style> element early.
+std::string ScriptSafe(std::string_view in) {
+  std::string s(in);
+  for (size_t pos = 0; (pos = s.find("</", pos)) != std::string::npos; pos += 3) {
+    s.replace(pos, 2, "<\\/");
+  }
+  return s;
+}
+
+std::string HtmlEscape(const std::string& in) {
+  std::string s;
+  for (char c : in) {
+    switch (c) {
+      case '<':
+        s += "&lt;";
+        break;
+      case '>':
+        s += "&gt;";
+        break;
+      case '&':
+        s += "&amp;";
+        break;
+      case '"':
+        s += "&quot;";
+        break;
+      default:
+        s += c;
+    }
+  }
+  return s;
+}
+
+std::string TraceHref(const RunData& d, const std::string& trace, const std::string& out_html) {
+  if (trace.empty()) return "";
+  namespace fs = std::filesystem;
+  fs::path abs = fs::absolute(fs::path(d.run_dir) / trace);
+  if (!out_html.empty()) {
+    std::error_code ec;
+    fs::path rel = fs::relative(abs, fs::absolute(fs::path(out_html)).parent_path(), ec);
+    if (!ec && !rel.empty()) return rel.generic_string();
+  }
+  return "file://" + abs.generic_string();
+}
+
+std::string Page(const std::string& title, const std::string& data_json) {
+  std::string page(WebAsset("report.html"));
+  page = Replace(page, "<!--TS:TITLE-->", HtmlEscape(title));
+  page = Replace(page, "/*TS:UPLOT_CSS*/", WebAsset("uplot.css"));
+  page = Replace(page, "/*TS:REPORT_CSS*/", WebAsset("report.css"));
+  page = Replace(page, "/*TS:UPLOT_JS*/", ScriptSafe(WebAsset("uplot.js")));
+  page = Replace(page, "/*TS:CHARTS_JS*/", ScriptSafe(WebAsset("charts.js")));
+  page = Replace(page, "/*TS:REPORT_JS*/", ScriptSafe(WebAsset("report.js")));
+  page = Replace(page, "/*TS:DATA*/", ScriptSafe(data_json));
+  return page;
+}
+
+}  // namespace
+
+std::string ReportHtml(const RunData& d, const RunAnalysis& a, const RenderOptions& o) {
+  auto tables = report_internal::BuildSystemTables(d);
+  json data;
+  data["page"] = "report";
+  data["summary"] = report_internal::AnalysisJson(a);
+  data["generated"] = report_internal::IsoTime(o.generated_us ? o.generated_us : NowMicros());
+  json series;
+  series["curves"] = Curves(d, o);
+  series["gradients"] = GradientHeatmap(d, o);
+  series["steps"] = StepCharts(d, a, o);
+  series["system"] = SystemCharts(tables, a, o);
+  series["step_clock"] = StepClock(d, a);
+  json markers = json::array();
+  for (const auto& f : a.findings) {
+    markers.push_back({{"t", Round((f.wall_us - a.start_us) / 1e6)},
+                       {"step", f.step},
+                       {"label", f.title},
+                       {"severity", SeverityName(f.severity)}});
+  }
+  series["markers"] = markers;
+  json traces = json::array();
+  for (const auto& p : d.profiles) traces.push_back(TraceHref(d, p.trace_file, o.out_html));
+  series["trace_links"] = traces;
+  data["series"] = series;
+  std::string title = "trainscope report — " + (a.name.empty() ? a.run_dir : a.name);
+  return Page(title, data.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+std::string CompareHtml(const std::string& title, const std::string& body_json) {
+  nlohmann::json data = nlohmann::json::parse(body_json, nullptr, false);
+  if (data.is_discarded()) data = json::object();
+  data["page"] = "compare";
+  return Page(title, data.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+}  // namespace trainscope

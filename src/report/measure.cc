@@ -1,0 +1,211 @@
+// Measurements derived from a run: system tables, GPU/CPU utilisation, data-wait share.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "report/internal.h"
+
+namespace trainscope::report_internal {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kGB = 1024.0 * 1024.0 * 1024.0;
+
+bool StartsWith(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+bool EndsWith(const std::string& s, const char* p) {
+  size_t n = std::strlen(p);
+  return s.size() >= n && s.compare(s.size() - n, n, p) == 0;
+}
+// "gpu3.util" -> 3 when the name is gpu<i>.<suffix>; -1 otherwise.
+int GpuIndex(const std::string& name, const char* suffix) {
+  if (!StartsWith(name, "gpu") || !EndsWith(name, suffix)) return -1;
+  size_t dot = name.find('.');
+  if (dot == std::string::npos || dot <= 3) return -1;
+  for (size_t i = 3; i < dot; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+  }
+  if (name.compare(dot, std::string::npos, suffix) != 0) return -1;
+  return std::stoi(name.substr(3, dot - 3));
+}
+
+void Append(std::vector<double>* out, const std::vector<double>* col) {
+  if (col) out->insert(out->end(), col->begin(), col->end());
+}
+
+// Reads an int/bool field from a JSON object string, looking at "key", "dataloader.key" and
+// {"dataloader": {"key": ...}}; -1 when absent.
+int ConfigInt(const std::string& json, const char* key) {
+  if (json.empty()) return -1;
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return -1;
+  auto num = [](const nlohmann::json& v) -> int {
+    if (v.is_boolean()) return v.get<bool>() ? 1 : 0;
+    if (v.is_number()) return static_cast<int>(v.get<double>());
+    return -1;
+  };
+  if (j.contains(key)) return num(j[key]);
+  std::string dotted = std::string("dataloader.") + key;
+  if (j.contains(dotted)) return num(j[dotted]);
+  if (j.contains("dataloader") && j["dataloader"].is_object() && j["dataloader"].contains(key)) {
+    return num(j["dataloader"][key]);
+  }
+  return -1;
+}
+
+}  // namespace
+
+int GpuCount(const SystemTable& t) {
+  int n = 0;
+  for (const auto& [name, col] : t.cols) {
+    if (GpuIndex(name, ".util") >= 0) ++n;
+  }
+  return n;
+}
+
+std::vector<SystemTable> BuildSystemTables(const RunData& d) {
+  std::vector<SystemTable> out;
+  for (const auto& [node, samples] : d.system) {
+    if (samples.empty()) continue;
+    SystemTable t;
+    t.node = node;
+    std::unordered_map<std::string, std::vector<double>*> index;
+    const size_t n = samples.size();
+    t.wall_us.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      t.wall_us.push_back(samples[i].wall_us);
+      for (const auto& [name, value] : samples[i].metrics) {
+        auto it = index.find(name);
+        if (it == index.end()) {
+          auto& col = t.cols[name];
+          col.assign(n, kNaN);
+          it = index.emplace(name, &col).first;
+        }
+        (*it->second)[i] = value;
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+const std::vector<StepRecord>* MainSteps(const RunData& d, std::string* stream) {
+  auto it = d.steps.find("worker-0");
+  if (it == d.steps.end() || it->second.empty()) {
+    it = d.steps.end();
+    for (auto j = d.steps.begin(); j != d.steps.end(); ++j) {
+      if (!j->second.empty()) {
+        it = j;
+        break;
+      }
+    }
+  }
+  if (it == d.steps.end()) return nullptr;
+  if (stream) *stream = it->first;
+  return &it->second;
+}
+
+Measurements MeasureTables(const RunData& d, const std::vector<SystemTable>& tables) {
+  Measurements m;
+  if (const auto* steps = MainSteps(d)) {
+    m.steps = static_cast<int64_t>(steps->size());
+    std::vector<double> dur;
+    dur.reserve(steps->size());
+    double wait_sum = 0, wait_step_sum = 0;
+    int64_t wait_n = 0;
+    for (const auto& s : *steps) {
+      double ms = (s.end_us - s.start_us) / 1000.0;
+      dur.push_back(ms);
+      if (s.data_wait_us >= 0 && s.end_us > s.start_us) {
+        wait_sum += s.data_wait_us / 1000.0;
+        wait_step_sum += ms;
+        ++wait_n;
+      }
+    }
+    m.step_time_p50_ms = ComputePercentiles(dur).p50;
+    if (wait_n > 0 && wait_step_sum > 0) {
+      m.data_wait_share = wait_sum / wait_step_sum;
+      m.data_wait_ms_per_step = wait_sum / static_cast<double>(wait_n);
+    }
+  }
+  std::vector<double> gpu_util, gpu_mean_per_sample, cpu, mem_used, mem_total, gpu_mem_total;
+  double gpu_mem_max = -1;
+  for (const auto& t : tables) {
+    int gpus = 0, cores = 0;
+    std::vector<const std::vector<double>*> utils;
+    for (const auto& [name, col] : t.cols) {
+      if (GpuIndex(name, ".util") >= 0) {
+        ++gpus;
+        utils.push_back(&col);
+        Append(&gpu_util, &col);
+      } else if (GpuIndex(name, ".mem_used_bytes") >= 0) {
+        for (double v : col) {
+          if (!std::isnan(v)) gpu_mem_max = std::max(gpu_mem_max, v / kGB);
+        }
+      } else if (GpuIndex(name, ".mem_total_bytes") >= 0) {
+        Append(&gpu_mem_total, &col);
+      } else if (StartsWith(name, "cpu.core") && EndsWith(name, ".util")) {
+        ++cores;
+      }
+    }
+    m.gpu_count = std::max(m.gpu_count, gpus);
+    m.cpu_cores = std::max(m.cpu_cores, cores);
+    for (size_t i = 0; i < t.wall_us.size() && !utils.empty(); ++i) {
+      double sum = 0;
+      int n = 0;
+      for (const auto* c : utils) {
+        if (!std::isnan((*c)[i])) sum += (*c)[i], ++n;
+      }
+      gpu_mean_per_sample.push_back(n ? sum / n : kNaN);
+    }
+    Append(&cpu, t.Col("cpu.util"));
+    Append(&mem_used, t.Col("mem.used_bytes"));
+    Append(&mem_total, t.Col("mem.total_bytes"));
+  }
+  if (!gpu_util.empty()) {
+    Percentiles p = ComputePercentiles(gpu_util);
+    if (p.n > 0) {
+      m.gpu_util_mean = p.mean;
+      m.gpu_util_p50 = p.p50;
+      m.gpu_util_p95 = p.p95;
+    }
+    size_t idle = 0, n = 0;
+    for (double v : gpu_mean_per_sample) {
+      if (std::isnan(v)) continue;
+      ++n;
+      if (v < 10) ++idle;
+    }
+    if (n) m.gpu_idle_share = static_cast<double>(idle) / static_cast<double>(n);
+  }
+  if (gpu_mem_max >= 0) m.gpu_mem_used_max_gb = gpu_mem_max;
+  if (Percentiles p = ComputePercentiles(gpu_mem_total); p.n) m.gpu_mem_total_gb = p.max / kGB;
+  if (Percentiles p = ComputePercentiles(cpu); p.n) {
+    m.cpu_util_p50 = p.p50;
+    m.cpu_util_p95 = p.p95;
+  }
+  if (Percentiles p = ComputePercentiles(mem_used); p.n) m.mem_used_max_gb = p.max / kGB;
+  if (Percentiles p = ComputePercentiles(mem_total); p.n) m.mem_total_gb = p.max / kGB;
+  // Data-loader settings: the run's configuration, else what a dataloader rule recorded.
+  m.num_workers = ConfigInt(d.manifest.config_json, "num_workers");
+  m.pin_memory = ConfigInt(d.manifest.config_json, "pin_memory");
+  for (const auto& e : d.rule_events) {
+    if (m.num_workers < 0) m.num_workers = ConfigInt(e.details_json, "num_workers");
+    if (m.pin_memory < 0) m.pin_memory = ConfigInt(e.details_json, "pin_memory");
+  }
+  int64_t start = d.manifest.start_us;
+  if (d.end_us > start && start > 0) m.duration_s = (d.end_us - start) / 1e6;
+  return m;
+}
+
+}  // namespace trainscope::report_internal
+
+namespace trainscope {
+
+Measurements Measure(const RunData& d) {
+  return report_internal::MeasureTables(d, report_internal::BuildSystemTables(d));
+}
+
+}  // namespace trainscope

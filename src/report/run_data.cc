@@ -1,0 +1,145 @@
+// LoadRunData: a run directory → RunData (via RunReader, plus RUN/profile/*.json).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "trainscope/reader.h"
+#include "trainscope/report.h"
+
+namespace trainscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<ProfiledEntry> Entries(const nlohmann::json& arr) {
+  std::vector<ProfiledEntry> out;
+  if (!arr.is_array()) return out;
+  for (const auto& e : arr) {
+    if (!e.is_object()) continue;
+    ProfiledEntry p;
+    p.name = e.value("name", "");
+    p.file = e.value("file", "");
+    p.line = e.value("line", int64_t{0});
+    p.calls = e.value("calls", int64_t{0});
+    p.total_us = e.value("total_us", 0.0);
+    p.self_us = e.value("self_us", p.total_us);
+    out.push_back(std::move(p));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ProfiledEntry& a, const ProfiledEntry& b) { return a.total_us > b.total_us; });
+  return out;
+}
+
+// RUN/profile/functions-<worker>.json (docs/report.md) and the matching trace-<worker>.json.
+std::vector<ProfileWindow> LoadProfiles(const std::string& run_dir) {
+  std::vector<ProfileWindow> out;
+  std::error_code ec;
+  fs::path dir = fs::path(run_dir) / "profile";
+  if (!fs::is_directory(dir, ec)) return out;
+  std::vector<fs::path> files;
+  for (const auto& ent : fs::directory_iterator(dir, ec)) files.push_back(ent.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::string base = f.filename().string();
+    if (base.rfind("functions-", 0) != 0 || f.extension() != ".json") continue;
+    std::ifstream in(f);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) continue;  // a half-written file: skip it
+    ProfileWindow w;
+    w.worker = base.substr(10, base.size() - 10 - 5);
+    if (j.contains("window") && j["window"].is_object()) {
+      w.start_step = j["window"].value("start_step", int64_t{0});
+      w.num_steps = j["window"].value("num_steps", int64_t{0});
+    }
+    w.step_time_us = j.value("step_time_us", 0.0);
+    w.functions = Entries(j.value("functions", nlohmann::json::array()));
+    w.operators = Entries(j.value("operators", nlohmann::json::array()));
+    std::string trace = "trace-" + w.worker + ".json";
+    if (fs::exists(dir / trace, ec)) w.trace_file = "profile/" + trace;
+    out.push_back(std::move(w));
+  }
+  // Traces without a functions file still get a link.
+  for (const auto& f : files) {
+    std::string base = f.filename().string();
+    if (base.rfind("trace-", 0) != 0 || f.extension() != ".json") continue;
+    std::string worker = base.substr(6, base.size() - 6 - 5);
+    bool seen = std::any_of(out.begin(), out.end(),
+                            [&](const ProfileWindow& w) { return w.worker == worker; });
+    if (!seen) {
+      ProfileWindow w;
+      w.worker = worker;
+      w.trace_file = "profile/" + base;
+      out.push_back(std::move(w));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<RunData> LoadRunData(const std::string& run_dir) {
+  auto reader = RunReader::Open(run_dir);
+  if (!reader.ok()) return reader.status();
+  RunReader& r = **reader;
+  RunData d;
+  d.run_dir = run_dir;
+  d.manifest = r.manifest();
+  if (d.manifest.name.empty()) d.manifest.name = fs::path(run_dir).filename().string();
+  int64_t latest = 0, earliest = 0;
+  auto see = [&](int64_t t) {
+    if (t <= 0) return;
+    latest = std::max(latest, t);
+    earliest = earliest ? std::min(earliest, t) : t;
+  };
+  for (const auto& stream : r.Streams()) {
+    const auto& steps = r.StepRecords(stream);
+    if (!steps.empty()) {
+      d.steps[stream] = steps;
+      for (const auto& s : steps) see(s.end_us), see(s.start_us);
+    }
+    const auto& sys = r.SystemSamples(stream);
+    if (!sys.empty()) {
+      d.system[stream] = sys;
+      see(sys.front().wall_us);
+      see(sys.back().wall_us);
+    }
+    for (const auto& s : r.Summaries(stream)) {
+      TensorPoint t;
+      t.name = s.name;
+      t.step = s.step;
+      t.mode = s.mode;
+      t.l2 = s.stats.l2;
+      t.mean = s.stats.mean;
+      t.count = s.stats.count;
+      t.nan = s.stats.nan;
+      t.inf = s.stats.pos_inf + s.stats.neg_inf;
+      t.zeros = s.stats.zeros;
+      d.tensors.push_back(std::move(t));
+    }
+  }
+  for (const auto& name : r.ScalarNames()) {
+    for (auto& s : r.Scalar(name)) {
+      see(s.wall_us);
+      d.scalars.push_back(std::move(s));
+    }
+  }
+  d.rule_events = r.RuleEvents();
+  d.events = r.Events();
+  int64_t end_event = 0;
+  for (const auto& e : d.events) {
+    see(e.wall_us);
+    if (e.kind == "run_end" || e.kind == "run_ended" || e.kind == "end") end_event = e.wall_us;
+  }
+  for (const auto& e : d.rule_events) see(e.wall_us);
+  d.end_us = end_event ? end_event : latest;
+  if (d.manifest.start_us <= 0) d.manifest.start_us = earliest;
+  d.profiles = LoadProfiles(run_dir);
+  d.corrupt_regions = r.stats().corrupt_regions;
+  return d;
+}
+
+}  // namespace trainscope

@@ -1,0 +1,47 @@
+// make_synthetic_run — writes a synthetic run directory with trainscope::Writer, for the browser
+// test and the report benchmark.
+//   make_synthetic_run OUT_DIR [--kind healthy|faulty|nogpu] [--steps N] [--samples N]
+//                              [--instance TYPE]
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "report/test_runs.h"
+
+int main(int argc, char** argv) {
+  trainscope::testing::SyntheticOptions o;
+  std::string out;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--kind")
+      o.kind = next();
+    else if (a == "--steps")
+      o.steps = std::atoll(next().c_str());
+    else if (a == "--samples")
+      o.samples = std::atoll(next().c_str());
+    else if (a == "--instance")
+      o.instance = next();
+    else if (!a.empty() && a[0] != '-')
+      out = a;
+    else {
+      std::cerr << "unknown option " << a << "\n";
+      return 2;
+    }
+  }
+  if (out.empty() || o.steps < 10) {
+    std::cerr << "usage: make_synthetic_run OUT_DIR [--kind healthy|faulty|nogpu] [--steps N>=10]"
+                 " [--samples N] [--instance TYPE]\n";
+    return 2;
+  }
+  auto d = trainscope::testing::MakeSyntheticRun(o);
+  d.manifest.name = out.substr(out.find_last_of('/') + 1);
+  d.manifest.id.clear();  // a fresh id per directory (history keys on it)
+  auto st = trainscope::testing::WriteRun(d, out);
+  if (!st.ok()) {
+    std::cerr << "make_synthetic_run: " << st.ToString() << "\n";
+    return 1;
+  }
+  std::cout << out << "\n";
+  return 0;
+}

@@ -1,0 +1,127 @@
+// trainscope report RUN — HTML report, summary.json and a terminal summary of a run.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "command.h"
+#include "trainscope/report.h"
+
+namespace trainscope::cli {
+namespace {
+
+const char* kUsage = R"(usage: trainscope report RUN [--out FILE.html] [--json]
+                         [--price-per-hour USD | --instance TYPE]
+                         [--history DB | --no-history] [--color | --no-color]
+
+Analyses the run directory RUN and writes
+  RUN/report/report.html   (or --out FILE.html): a self-contained page, no network needed
+  RUN/report/summary.json  versioned machine-readable summary (docs/report.md)
+and prints a terminal summary (--json prints summary.json instead). The run is recorded in the
+history database ($TRAINSCOPE_HOME/history.db by default) for `trainscope ls/show/compare`.
+
+Cost: --price-per-hour USD, or --instance TYPE (a type from data/instances.json, e.g.
+p3.2xlarge, g5.xlarge, a2-highgpu-1g, Standard_NC6s_v3), else the run's configuration
+("instance_type" or "price_per_hour" in run.json's config).)";
+
+// Writes `text` to `path` atomically (temp file + rename), creating directories.
+Status WriteFileAtomic(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p(path);
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) return Status::IOError("cannot write " + tmp);
+  }
+  fs::rename(tmp, p, ec);
+  if (ec) return Status::IOError("cannot rename " + tmp + ": " + ec.message());
+  return Status::OK();
+}
+
+int Report(Context& ctx) {
+  Args args(ctx.args);
+  bool has_out = false, has_price = false;
+  std::string out = args.Take("--out", "", &has_out);
+  std::string price = args.Take("--price-per-hour", "", &has_price);
+  std::string instance = args.Take("--instance");
+  std::string history = args.Take("--history");
+  bool json = args.TakeBool("--json");
+  bool no_history = args.TakeBool("--no-history");
+  bool color = args.TakeBool("--color");
+  bool no_color = args.TakeBool("--no-color");
+  std::vector<std::string> pos;
+  std::string error;
+  if (!args.Positional(&pos, &error) || pos.size() != 1) {
+    ctx.err << "trainscope report: " << (error.empty() ? "expected one RUN directory" : error)
+            << "\n"
+            << kUsage << "\n";
+    return 2;
+  }
+  const std::string run = pos[0];
+  double price_per_hour = 0;
+  if (has_price) {
+    char* end = nullptr;
+    price_per_hour = std::strtod(price.c_str(), &end);
+    if (!end || *end || price_per_hour <= 0) {
+      ctx.err << "trainscope report: --price-per-hour needs a positive number (USD)\n";
+      return 2;
+    }
+  }
+  if (has_price && !instance.empty()) {
+    ctx.err << "trainscope report: give --price-per-hour or --instance, not both\n";
+    return 2;
+  }
+  auto data = LoadRunData(run);
+  if (!data.ok()) {
+    ctx.err << "trainscope report: cannot read run " << run << ": " << data.status().ToString()
+            << "\n";
+    return 1;
+  }
+  auto catalog = LoadInstanceCatalog();
+  auto cost =
+      ResolveCost(data->manifest, price_per_hour, instance, catalog.ok() ? &*catalog : nullptr);
+  if (!cost.ok()) {
+    ctx.err << "trainscope report: " << cost.status().message() << "\n";
+    return 2;
+  }
+  RunAnalysis a = Analyze(*data, *cost);
+  namespace fs = std::filesystem;
+  std::string html_path = has_out ? out : (fs::path(run) / "report" / "report.html").string();
+  std::string json_path = (fs::path(run) / "report" / "summary.json").string();
+  RenderOptions ro;
+  ro.out_html = html_path;
+  std::string summary = SummaryJson(a);
+  Status st = WriteFileAtomic(html_path, ReportHtml(*data, a, ro));
+  if (st.ok()) st = WriteFileAtomic(json_path, summary);
+  if (!st.ok()) {
+    ctx.err << "trainscope report: " << st.ToString() << "\n";
+    return 1;
+  }
+  if (!no_history) {
+    auto db = HistoryDb::Open(history.empty() ? DefaultHistoryPath() : history);
+    Status hs = db.ok() ? (*db)->Record(HistoryEntryFrom(a)) : db.status();
+    if (!hs.ok())
+      ctx.err << "trainscope report: warning: run not recorded in history: " << hs.ToString()
+              << "\n";
+  }
+  if (json) {
+    ctx.out << summary;
+  } else {
+    bool tty = &ctx.out == &std::cout && ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR");
+    ctx.out << TerminalSummary(a, color || (tty && !no_color));
+    ctx.out << "\nReport: " << html_path << "\nSummary: " << json_path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+TS_COMMAND("report", "write the HTML/JSON report of a run, with cost and advice", kUsage, Report);
+
+}  // namespace trainscope::cli
