@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Step overhead of the trainscope PyTorch hook on a reference CPU training.
+
+Reference training: an MLP 64-256-256-10 (ReLU) on scikit-learn's digits, batch 64, SGD with
+momentum, CrossEntropyLoss, torch.set_num_threads(2). Configurations, interleaved round by
+round in one process (each round runs every configuration for --steps steps, in a rotating
+order) so drifts in machine load hit all of them alike:
+
+  none        no hook
+  default     ts.Hook defaults (losses every step; weights and gradients summaries every
+              100 steps), wrap(loader), register_optimizer
+  every_step  weights and gradients summaries every step
+
+Prints the median step time of each configuration and its ratio to `none` (median over the
+rounds of the per-round ratio), and the hook's own time on a non-save step measured with
+perf_counter_ns around its callbacks (forward pre/post hooks with the step close/open
+bookkeeping and StepRecord, loss hook with its scalar record), minus the cost of the timing
+wrapper itself.
+
+  python3 bench/step_overhead.py [--rounds 7] [--steps 200] [--json out.json]
+Targets: default <= 1.01x, every_step <= 1.10x, non-save step hook time < 5 us.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+try:
+    import trainscope as ts
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+    import trainscope as ts
+
+
+def data(batch):
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    x = torch.from_numpy((d.data / 16.0).astype(np.float32))
+    y = torch.from_numpy(d.target.astype(np.int64))
+    n = (len(x) // batch) * batch
+    return [(x[i:i + batch], y[i:i + batch]) for i in range(0, n, batch)]
+
+
+def make():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                                torch.nn.Linear(256, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    return model, opt, torch.nn.CrossEntropyLoss()
+
+
+def run_config(name, batches, steps, tmp):
+    model, opt, crit = make()
+    hook = None
+    loader = (batches[i % len(batches)] for i in range(steps + 1))
+    if name != "none":
+        colls = None
+        if name == "every_step":
+            colls = ["losses", ts.Collection("weights", save_interval=1),
+                     ts.Collection("gradients", save_interval=1)]
+        d = os.path.join(tmp, f"{name}-{time.monotonic_ns()}")
+        hook = ts.Hook(d, collections=colls, system_monitor_interval_ms=0)
+        hook.register_module(model)
+        hook.register_loss(crit)
+        hook.register_optimizer(opt)
+        loader = hook.wrap(loader)
+    times = []
+    t_prev = None
+    for x, y in loader:
+        t = time.perf_counter_ns()
+        if t_prev is not None:
+            times.append(t - t_prev)
+        t_prev = t
+        loss = crit(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if len(times) >= steps:
+            break
+    if hook is not None:
+        hook.close()
+        shutil.rmtree(hook.out_dir, ignore_errors=True)
+    return statistics.median(times) / 1000.0  # us
+
+
+def hook_time_non_save(batches, steps, tmp):
+    """Median hook time (us) per non-save step, measured around the hook's callbacks."""
+    from trainscope import hook as hook_mod
+    acc = {"ns": 0}
+
+    def timed(fn):
+        def wrapper(*a, **k):
+            t0 = time.perf_counter_ns()
+            try:
+                return fn(*a, **k)
+            finally:
+                acc["ns"] += time.perf_counter_ns() - t0
+        return wrapper
+
+    # cost of the timing wrapper itself (subtracted)
+    noop = timed(lambda *a: None)
+    acc["ns"] = 0
+    for _ in range(20000):
+        noop()
+    wrapper_ns = acc["ns"] / 20000
+
+    model, opt, crit = make()
+    hook = ts.Hook(os.path.join(tmp, "timing"), system_monitor_interval_ms=0)
+    # torch calls the bound methods registered below; wrap them on the instance first
+    for n in ("_on_model_pre", "_on_model_post"):
+        setattr(hook, n, timed(getattr(hook, n)))
+    hook.register_module(model)
+    orig_loss = hook._on_loss_output
+    hook._on_loss_output = timed(orig_loss)
+    hook.register_loss(crit)
+    hook.register_optimizer(opt)
+    per_step = []
+    calls_per_step = 3  # forward pre, forward post, loss output
+    # no loader wrapper here: the forward pre-hook then does the step close/open bookkeeping
+    it = iter(batches[i % len(batches)] for i in range(steps + 1))
+    for i in range(steps):
+        acc["ns"] = 0
+        x, y = next(it)
+        loss = crit(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if hook._mode_steps[ts.Mode.TRAIN] % hook.save_interval != 0:
+            per_step.append(acc["ns"] - calls_per_step * wrapper_ns)
+    hook.close()
+    shutil.rmtree(hook.out_dir, ignore_errors=True)
+    # loader wrapper + step close/open: measure the bookkeeping directly on a bare hook
+    bare = ts.Hook(os.path.join(tmp, "bare"), system_monitor_interval_ms=0)
+    bare.register_module(make()[0])
+    samples = []
+    for _ in range(steps):
+        t0 = time.perf_counter_ns()
+        now = hook_mod._now_us()
+        bare._close_step(now)
+        bare._advance()
+        bare._open_step(now)
+        samples.append(time.perf_counter_ns() - t0)
+    bare.close()
+    shutil.rmtree(bare.out_dir, ignore_errors=True)
+    return statistics.median(per_step) / 1000.0, statistics.median(samples) / 1000.0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", default="")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    batches = data(args.batch)
+    tmp = tempfile.mkdtemp(prefix="ts-bench-")
+    configs = ["none", "default", "every_step"]
+    per = {c: [] for c in configs}
+    try:
+        run_config("none", batches, 50, tmp)  # warm-up
+        run_config("every_step", batches, 50, tmp)
+        for r in range(args.rounds):
+            order = configs[r % 3:] + configs[:r % 3]
+            for c in order:
+                per[c].append(run_config(c, batches, args.steps, tmp))
+        hook_us, bookkeeping_us = hook_time_non_save(batches, max(args.steps, 500), tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    base = per["none"]
+    result = {"model": "MLP 64-256-256-10 ReLU, digits, batch %d, SGD momentum, %d threads"
+                       % (args.batch, args.threads),
+              "rounds": args.rounds, "steps_per_round": args.steps, "configs": {}}
+    print(f"reference: {result['model']}; {args.rounds} rounds x {args.steps} steps, interleaved")
+    for c in configs:
+        ratios = [a / b for a, b in zip(per[c], base)]
+        med = statistics.median(per[c])
+        ratio = statistics.median(ratios)
+        result["configs"][c] = {"median_step_us": round(med, 1), "ratio": round(ratio, 4),
+                                "round_ratios": [round(x, 4) for x in ratios]}
+        print(f"  {c:<11} median step {med:8.1f} us   ratio {ratio:.3f}x")
+    result["hook_us_non_save_step"] = round(hook_us, 2)
+    result["step_bookkeeping_us"] = round(bookkeeping_us, 2)
+    print(f"  hook time on a non-save step (callbacks): {hook_us:.2f} us "
+          f"(step close+open bookkeeping alone: {bookkeeping_us:.2f} us)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+// Rules bindings: the registry, config validation, rule requirements (so the hook can enable
+// the collections a rule needs), and RuleRunner on a background thread. stop_training either
+// sets a flag the hook polls (in-process) or writes a stop request into RUN/control/ (watch).
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "py_common.h"
+#include "trainscope/rules.h"
+#include "writer_py.h"
+
+namespace trainscope::pyb {
+namespace {
+
+struct StopState {
+  std::mutex mu;
+  bool requested = false;
+  std::string reason;
+};
+
+struct PyRuleRunner {
+  std::shared_ptr<Writer> writer;
+  std::shared_ptr<StopState> stop = std::make_shared<StopState>();
+  std::unique_ptr<RuleRunner> runner;
+};
+
+std::vector<RuleConfig> ParseConfig(const std::string& json) {
+  auto r = ParseRulesConfig(json);
+  if (!r.ok()) ThrowStatus(r.status());
+  return std::move(r).value();
+}
+
+const char* ParamTypeName(ParamType t) {
+  switch (t) {
+    case ParamType::kDouble:
+      return "float";
+    case ParamType::kInt:
+      return "int";
+    case ParamType::kBool:
+      return "bool";
+    case ParamType::kString:
+      return "str";
+    case ParamType::kRegex:
+      return "regex";
+  }
+  return "?";
+}
+
+py::dict StatusToDict(const RuleStatusInfo& s) {
+  py::dict d;
+  d["rule"] = s.rule;
+  d["type"] = s.type;
+  d["status"] = std::string(RuleStatusName(s.status));
+  d["message"] = s.message;
+  d["firings"] = s.firings;
+  d["violations"] = s.violations;
+  d["evaluations"] = s.evaluations;
+  d["last_step"] = s.last_step;
+  return d;
+}
+
+}  // namespace
+
+void InitRules(py::module_& m) {
+  m.def("rule_names", [] { return RuleRegistry::BuiltIn().Names(); });
+  m.def("default_rule_names", &DefaultRuleNames);
+  m.def("rule_types", [] {
+    py::list out;
+    for (const auto& t : RuleRegistry::BuiltIn().types()) {
+      py::dict d;
+      d["name"] = t.name;
+      d["summary"] = t.summary;
+      py::list params;
+      for (const auto& p : t.params) {
+        py::dict pd;
+        pd["name"] = p.name;
+        pd["type"] = ParamTypeName(p.type);
+        pd["default"] =
+            p.none_default ? py::object(py::none()) : py::object(py::str(p.default_value));
+        pd["help"] = p.help;
+        params.append(pd);
+      }
+      d["params"] = params;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def(
+      "validate_rules_config",
+      [](const std::string& json) {
+        py::list out;
+        for (const auto& c : ParseConfig(json)) {
+          py::dict d;
+          d["id"] = c.id;
+          d["type"] = c.type;
+          d["params"] = c.params;
+          d["min_consecutive"] = c.min_consecutive;
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("config_json"), "Parses and validates a rules config; ValueError names the problem.");
+  m.def(
+      "rule_requirements",
+      [](const std::string& json) {
+        py::list out;
+        for (const auto& c : ParseConfig(json)) {
+          auto r = RequirementsOf(c);
+          if (!r.ok()) ThrowStatus(r.status());
+          py::dict d;
+          d["rule"] = c.id;
+          d["collections"] = r->collections;
+          d["regexes"] = r->regexes;
+          d["raw"] = r->raw;
+          std::vector<int> modes;
+          for (Mode md : r->modes) modes.push_back(static_cast<int>(md));
+          d["modes"] = modes;
+          d["save_interval"] = r->save_interval;
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("config_json"));
+
+  py::class_<PyRuleRunner>(m, "RuleRunner",
+                           "Evaluates rules on a run directory on a background thread.")
+      .def(py::init([](const std::string& run_dir, const std::string& config_json, PyWriter& writer,
+                       const std::vector<std::string>& streams, int64_t poll_ms,
+                       const std::string& requested_by, bool stop_flag, int64_t idle_flush_ms) {
+             auto out = std::make_unique<PyRuleRunner>();
+             out->writer = writer.writer;
+             if (!out->writer) throw py::value_error("trainscope: writer is closed");
+             RuleRunnerOptions o;
+             o.run_dir = run_dir;
+             o.rules = ParseConfig(config_json);
+             std::weak_ptr<Writer> weak = out->writer;
+             o.sink = [weak](const RuleEventRecord& e) {
+               if (auto w = weak.lock()) w->AddRuleEvent(e);
+             };
+             if (stop_flag) {
+               std::shared_ptr<StopState> st = out->stop;
+               o.stop_training = [st](const RuleEventRecord& e) {
+                 std::lock_guard<std::mutex> lock(st->mu);
+                 if (!st->requested) {
+                   st->requested = true;
+                   st->reason = e.rule + ": " + e.message;
+                 }
+               };
+             }
+             o.requested_by = requested_by;
+             o.poll_ms = poll_ms;
+             o.streams = streams;
+             o.idle_flush_us = idle_flush_ms * 1000;
+             Result<std::unique_ptr<RuleRunner>> r = [&] {
+               py::gil_scoped_release release;
+               return RuleRunner::Start(std::move(o));
+             }();
+             if (!r.ok()) ThrowStatus(r.status());
+             out->runner = std::move(r).value();
+             return out;
+           }),
+           py::arg("run_dir"), py::arg("config_json"), py::arg("writer"),
+           py::arg("streams") = std::vector<std::string>{}, py::arg("poll_ms") = 100,
+           py::arg("requested_by") = "rules", py::arg("stop_flag") = true,
+           py::arg("idle_flush_ms") = 1000)
+      .def(
+          "stop",
+          [](PyRuleRunner& r, bool finish) {
+            py::gil_scoped_release release;
+            r.runner->Stop(finish);
+          },
+          py::arg("finish") = true)
+      .def(
+          "wait_finished",
+          [](PyRuleRunner& r, int64_t timeout_ms) {
+            py::gil_scoped_release release;
+            return r.runner->WaitFinished(timeout_ms);
+          },
+          py::arg("timeout_ms") = -1)
+      .def_property_readonly("finished", [](PyRuleRunner& r) { return r.runner->finished(); })
+      .def("statuses",
+           [](PyRuleRunner& r) {
+             std::vector<RuleStatusInfo> v;
+             {
+               py::gil_scoped_release release;
+               v = r.runner->Statuses();
+             }
+             py::list out;
+             for (const auto& s : v) out.append(StatusToDict(s));
+             return out;
+           })
+      .def("action_stats",
+           [](PyRuleRunner& r) {
+             ActionStats s = r.runner->action_stats();
+             py::dict d;
+             d["queued"] = s.queued;
+             d["done"] = s.done;
+             d["failed"] = s.failed;
+             d["dropped"] = s.dropped;
+             d["rate_limited"] = s.rate_limited;
+             return d;
+           })
+      .def("last_error", [](PyRuleRunner& r) { return r.runner->last_error(); })
+      .def("stop_requested",
+           [](PyRuleRunner& r) {
+             std::lock_guard<std::mutex> lock(r.stop->mu);
+             return r.stop->requested;
+           })
+      .def("stop_reason", [](PyRuleRunner& r) {
+        std::lock_guard<std::mutex> lock(r.stop->mu);
+        return r.stop->reason;
+      });
+}
+
+}  // namespace trainscope::pyb

@@ -1,0 +1,70 @@
+// Run directory bindings: manifest, stop requests.
+#include "py_common.h"
+#include "trainscope/run.h"
+
+namespace trainscope::pyb {
+py::dict ManifestDict(const RunManifest& m) {
+  py::dict d;
+  d["schema_version"] = m.schema_version;
+  d["id"] = m.id;
+  d["name"] = m.name;
+  d["command"] = m.command;
+  d["host"] = m.host;
+  d["pid"] = m.pid;
+  d["start_us"] = m.start_us;
+  d["config_json"] = m.config_json;
+  d["framework"] = m.framework;
+  return d;
+}
+
+void InitRun(py::module_& m) {
+  m.def(
+      "create_or_open_run",
+      [](const std::string& run_dir, const std::string& name,
+         const std::vector<std::string>& command, const std::string& config_json,
+         const std::string& framework) {
+        RunManifest man;
+        man.name = name;
+        man.command = command;
+        man.config_json = config_json.empty() ? "{}" : config_json;
+        man.framework = framework;
+        Status s;
+        {
+          py::gil_scoped_release release;
+          s = CreateOrOpenRun(run_dir, &man);
+        }
+        if (!s.ok()) ThrowStatus(s);
+        return ManifestDict(man);
+      },
+      py::arg("run_dir"), py::arg("name") = "", py::arg("command") = std::vector<std::string>{},
+      py::arg("config_json") = "{}", py::arg("framework") = "",
+      "Creates RUN/ and run.json unless it exists; returns the manifest in effect.");
+  m.def(
+      "read_manifest",
+      [](const std::string& run_dir) {
+        auto r = ReadManifest(run_dir);
+        if (!r.ok()) ThrowStatus(r.status());
+        return ManifestDict(*r);
+      },
+      py::arg("run_dir"));
+  m.def(
+      "request_stop",
+      [](const std::string& run_dir, const std::string& reason, const std::string& by) {
+        Status s = RequestStop(run_dir, reason, by);
+        if (!s.ok()) ThrowStatus(s);
+      },
+      py::arg("run_dir"), py::arg("reason"), py::arg("requested_by") = "python");
+  m.def(
+      "stop_requested", [](const std::string& run_dir) { return StopRequested(run_dir); },
+      py::arg("run_dir"), "One stat() call: is there a stop request in RUN/control/?");
+  m.def(
+      "stop_reason",
+      [](const std::string& run_dir) -> py::object {
+        std::string reason;
+        if (!StopRequested(run_dir, &reason)) return py::none();
+        return py::str(reason);
+      },
+      py::arg("run_dir"));
+}
+
+}  // namespace trainscope::pyb

@@ -1,0 +1,355 @@
+// Writer bindings: every Add* returns at once (the core's writer thread does the I/O);
+// statistics over buffers and raw copies run with the GIL released.
+#include "writer_py.h"
+
+#include <cstring>
+
+#include "stats_py.h"
+#include "trainscope/stats.h"
+
+namespace trainscope::pyb {
+
+Writer& PyWriter::get() const {
+  if (!writer) throw py::value_error("trainscope: writer is closed");
+  return *writer;
+}
+
+namespace {
+bool AddTo(Writer& w, PyWriter::Staged&& r) {
+  return std::visit(
+      [&w](auto&& rec) -> bool {
+        using T = std::decay_t<decltype(rec)>;
+        if constexpr (std::is_same_v<T, ScalarRecord>) return w.AddScalar(std::move(rec));
+        if constexpr (std::is_same_v<T, SummaryRecord>) return w.AddSummary(std::move(rec));
+        if constexpr (std::is_same_v<T, RawTensorRecord>) return w.AddRawTensor(std::move(rec));
+        if constexpr (std::is_same_v<T, StepRecord>) return w.AddStep(rec);
+        if constexpr (std::is_same_v<T, EventRecord>) return w.AddEvent(std::move(rec));
+        return false;
+      },
+      std::move(r));
+}
+}  // namespace
+
+bool PyWriter::Put(Staged r, size_t bytes) {
+  Writer& w = get();
+  bool commit = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (staging) {
+      staged.push_back(std::move(r));
+      staged_bytes += bytes;
+      commit = staged_bytes >= max_staged_bytes;
+      if (!commit) return true;
+    }
+  }
+  if (commit) {
+    Commit();
+    return true;
+  }
+  return AddTo(w, std::move(r));
+}
+
+size_t PyWriter::Commit() {
+  std::vector<Staged> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    batch.swap(staged);
+    staged_bytes = 0;
+  }
+  if (!writer) return 0;
+  size_t ok = 0;
+  for (auto& r : batch) ok += AddTo(*writer, std::move(r)) ? 1 : 0;
+  return ok;
+}
+
+namespace {
+
+int64_t WallOr(int64_t wall_us) { return wall_us > 0 ? wall_us : NowMicros(); }
+
+std::shared_ptr<PyWriter> OpenWriter(const std::string& run_dir, const std::string& stream,
+                                     size_t queue_max_records, size_t queue_max_bytes,
+                                     int64_t flush_interval_ms, uint64_t byte_budget,
+                                     int zstd_level, int64_t stats_interval_ms,
+                                     uint64_t segment_max_bytes) {
+  WriterOptions o;
+  o.run_dir = run_dir;
+  o.stream = stream;
+  o.queue_max_records = queue_max_records;
+  o.queue_max_bytes = queue_max_bytes;
+  o.flush_interval_ms = flush_interval_ms;
+  o.byte_budget = byte_budget;
+  o.zstd_level = zstd_level;
+  o.stats_interval_ms = stats_interval_ms;
+  o.segment_max_bytes = segment_max_bytes;
+  Result<std::unique_ptr<Writer>> w = [&] {
+    py::gil_scoped_release release;
+    return Writer::Open(o);
+  }();
+  if (!w.ok()) ThrowStatus(w.status());
+  auto out = std::make_shared<PyWriter>();
+  out->writer = std::shared_ptr<Writer>(std::move(w).value().release());
+  return out;
+}
+
+}  // namespace
+
+void InitWriter(py::module_& m) {
+  py::class_<PyWriter, std::shared_ptr<PyWriter>>(m, "Writer",
+                                                  "Appends records to one stream of a run.")
+      .def(py::init(&OpenWriter), py::arg("run_dir"), py::arg("stream") = "worker-0",
+           py::arg("queue_max_records") = 65536, py::arg("queue_max_bytes") = 256u << 20,
+           py::arg("flush_interval_ms") = 200, py::arg("byte_budget") = 0,
+           py::arg("zstd_level") = 1, py::arg("stats_interval_ms") = 5000,
+           py::arg("segment_max_bytes") = uint64_t{128} << 20)
+      .def(
+          "add_scalar",
+          [](PyWriter& w, const std::string& name, int64_t step, int mode, int64_t mode_step,
+             double value, int64_t wall_us) {
+            ScalarRecord r;
+            r.name = name;
+            r.step = step;
+            r.mode = ToMode(mode);
+            r.mode_step = mode_step;
+            r.value = value;
+            r.wall_us = WallOr(wall_us);
+            return w.Put(std::move(r));
+          },
+          py::arg("name"), py::arg("step"), py::arg("mode"), py::arg("mode_step"), py::arg("value"),
+          py::arg("wall_us") = 0)
+      .def(
+          "add_summary",
+          [](PyWriter& w, const std::string& name, int64_t step, int mode, int64_t mode_step,
+             const py::buffer& buf, int dtype, const py::object& shape, int buckets) {
+            py::buffer_info info = RequestContiguous(buf);
+            SummaryRecord r;
+            r.dtype = CheckDType(dtype, static_cast<size_t>(info.itemsize));
+            r.stats = StatsOfBuffer(info, r.dtype, buckets, 0, 0);
+            r.name = name;
+            r.step = step;
+            r.mode = ToMode(mode);
+            r.mode_step = mode_step;
+            r.shape = shape.is_none() ? std::vector<int64_t>(info.shape.begin(), info.shape.end())
+                                      : ToShape(shape);
+            r.wall_us = NowMicros();
+            return w.Put(std::move(r));
+          },
+          py::arg("name"), py::arg("step"), py::arg("mode"), py::arg("mode_step"),
+          py::arg("buffer"), py::arg("dtype"), py::arg("shape") = py::none(),
+          py::arg("buckets") = 0,
+          "Computes the statistics of `buffer` (GIL released) and enqueues a summary.")
+      .def(
+          "add_summaries",
+          [](PyWriter& w, const std::vector<std::string>& names, int64_t step, int mode,
+             int64_t mode_step, const py::list& buffers, const std::vector<int>& dtypes,
+             const py::list& shapes, int buckets) {
+            size_t n = names.size();
+            if (buffers.size() != n || dtypes.size() != n || shapes.size() != n) {
+              throw py::value_error(
+                  "add_summaries: names, buffers, dtypes, shapes differ in length");
+            }
+            Writer& writer = w.get();
+            std::vector<py::buffer_info> infos;
+            std::vector<SummaryRecord> recs(n);
+            infos.reserve(n);
+            Mode md = ToMode(mode);
+            for (size_t i = 0; i < n; ++i) {
+              infos.push_back(RequestContiguous(buffers[i].cast<py::buffer>()));
+              recs[i].dtype = CheckDType(dtypes[i], static_cast<size_t>(infos[i].itemsize));
+              recs[i].name = names[i];
+              recs[i].shape = ToShape(shapes[i]);
+            }
+            size_t ok = 0;
+            {
+              py::gil_scoped_release release;
+              HistogramOptions h;
+              h.buckets = buckets;
+              int64_t now = NowMicros();
+              for (size_t i = 0; i < n; ++i) {
+                auto& r = recs[i];
+                r.stats =
+                    ComputeStats(infos[i].ptr, static_cast<size_t>(infos[i].size), r.dtype, h);
+                r.step = step;
+                r.mode = md;
+                r.mode_step = mode_step;
+                r.wall_us = now;
+                ok += w.Put(std::move(r)) ? 1 : 0;
+              }
+            }
+            return ok;
+          },
+          py::arg("names"), py::arg("step"), py::arg("mode"), py::arg("mode_step"),
+          py::arg("buffers"), py::arg("dtypes"), py::arg("shapes"), py::arg("buckets") = 0,
+          "Batch form of add_summary: one call, one GIL release. Returns how many were queued.")
+      .def(
+          "add_summary_table",
+          [](PyWriter& w, const std::vector<std::string>& names, int64_t step, int mode,
+             int64_t mode_step, const std::vector<int>& dtypes, const py::list& shapes,
+             py::array_t<double, py::array::c_style | py::array::forcecast> table) {
+            size_t n = names.size();
+            size_t k = StatsTableColumns().size();
+            if (table.ndim() != 2 || static_cast<size_t>(table.shape(0)) != n ||
+                static_cast<size_t>(table.shape(1)) != k || dtypes.size() != n ||
+                shapes.size() != n) {
+              throw py::value_error("add_summary_table: table must be (len(names), " +
+                                    std::to_string(k) + ")");
+            }
+            w.get();
+            int64_t now = NowMicros();
+            size_t ok = 0;
+            for (size_t i = 0; i < n; ++i) {
+              SummaryRecord r;
+              r.stats = StatsFromRow(table.data(i, 0));
+              r.name = names[i];
+              r.step = step;
+              r.mode = ToMode(mode);
+              r.mode_step = mode_step;
+              r.dtype = CheckDType(dtypes[i], 0, false);
+              r.shape = ToShape(shapes[i]);
+              r.wall_us = now;
+              ok += w.Put(std::move(r)) ? 1 : 0;
+            }
+            return ok;
+          },
+          py::arg("names"), py::arg("step"), py::arg("mode"), py::arg("mode_step"),
+          py::arg("dtypes"), py::arg("shapes"), py::arg("table"),
+          "Summaries from a (N, len(STATS_TABLE_COLUMNS)) float64 table computed elsewhere "
+          "(the device path).")
+      .def(
+          "add_raw",
+          [](PyWriter& w, const std::string& name, int64_t step, int mode, int64_t mode_step,
+             const py::buffer& buf, int dtype, const py::object& shape) {
+            py::buffer_info info = RequestContiguous(buf);
+            RawTensorRecord r;
+            r.dtype = CheckDType(dtype, static_cast<size_t>(info.itemsize));
+            r.name = name;
+            r.step = step;
+            r.mode = ToMode(mode);
+            r.mode_step = mode_step;
+            r.shape = shape.is_none() ? std::vector<int64_t>(info.shape.begin(), info.shape.end())
+                                      : ToShape(shape);
+            r.wall_us = NowMicros();
+            w.get();
+            size_t bytes = static_cast<size_t>(info.size * info.itemsize);
+            const char* src = static_cast<const char*>(info.ptr);
+            py::gil_scoped_release release;
+            r.data.assign(src, bytes);
+            return w.Put(std::move(r), bytes);
+          },
+          py::arg("name"), py::arg("step"), py::arg("mode"), py::arg("mode_step"),
+          py::arg("buffer"), py::arg("dtype"), py::arg("shape") = py::none(),
+          "Copies the buffer (GIL released) and enqueues a raw tensor.")
+      .def(
+          "add_step",
+          [](PyWriter& w, int64_t step, int mode, int64_t mode_step, int64_t start_us,
+             int64_t end_us, int64_t data_wait_us, int64_t forward_us, int64_t backward_us,
+             int64_t optimizer_us) {
+            StepRecord r;
+            r.step = step;
+            r.mode = ToMode(mode);
+            r.mode_step = mode_step;
+            r.start_us = start_us;
+            r.end_us = end_us;
+            r.data_wait_us = data_wait_us;
+            r.forward_us = forward_us;
+            r.backward_us = backward_us;
+            r.optimizer_us = optimizer_us;
+            return w.Put(std::move(r));
+          },
+          py::arg("step"), py::arg("mode"), py::arg("mode_step"), py::arg("start_us"),
+          py::arg("end_us"), py::arg("data_wait_us") = -1, py::arg("forward_us") = -1,
+          py::arg("backward_us") = -1, py::arg("optimizer_us") = -1)
+      .def(
+          "add_event",
+          [](PyWriter& w, const std::string& kind, const std::string& json, int64_t wall_us) {
+            EventRecord r;
+            r.kind = kind;
+            r.json = json.empty() ? "{}" : json;
+            r.wall_us = WallOr(wall_us);
+            return w.Put(std::move(r));
+          },
+          py::arg("kind"), py::arg("json") = "{}", py::arg("wall_us") = 0)
+      .def(
+          "add_rule_event",
+          [](PyWriter& w, const std::string& rule, const std::string& status, int64_t step,
+             int mode, const std::string& worker, const std::vector<std::string>& tensors,
+             double value, double threshold, const std::string& message, uint64_t firing,
+             const std::string& details_json, int64_t wall_us) {
+            RuleEventRecord r;
+            auto st = ParseRuleStatus(status);
+            if (!st) throw py::value_error("unknown rule status '" + status + "'");
+            r.rule = rule;
+            r.status = *st;
+            r.step = step;
+            r.mode = ToMode(mode);
+            r.worker = worker;
+            r.tensors = tensors;
+            r.value = value;
+            r.threshold = threshold;
+            r.message = message;
+            r.firing = firing;
+            r.details_json = details_json;
+            r.wall_us = WallOr(wall_us);
+            return w.get().AddRuleEvent(std::move(r));
+          },
+          py::arg("rule"), py::arg("status"), py::arg("step") = -1, py::arg("mode") = 0,
+          py::arg("worker") = "", py::arg("tensors") = std::vector<std::string>{},
+          py::arg("value") = NAN, py::arg("threshold") = NAN, py::arg("message") = "",
+          py::arg("firing") = 0, py::arg("details_json") = "", py::arg("wall_us") = 0)
+      .def(
+          "add_system_sample",
+          [](PyWriter& w, const std::vector<std::pair<std::string, double>>& metrics,
+             int64_t wall_us) {
+            SystemSampleRecord r;
+            r.metrics = metrics;
+            r.wall_us = WallOr(wall_us);
+            return w.get().AddSystemSample(std::move(r));
+          },
+          py::arg("metrics"), py::arg("wall_us") = 0)
+      .def("flush",
+           [](PyWriter& w) {
+             Writer& writer = w.get();
+             py::gil_scoped_release release;
+             w.Commit();
+             writer.Flush();
+           })
+      .def(
+          "close",
+          [](PyWriter& w) -> py::object {
+            if (!w.writer) return py::none();
+            std::shared_ptr<Writer> writer = w.writer;
+            Status s;
+            {
+              py::gil_scoped_release release;
+              w.Commit();
+              s = writer->Close();
+            }
+            if (!s.ok()) return py::str(s.ToString());
+            return py::none();
+          },
+          "Drains and closes (idempotent). Returns None, or the first I/O error as a string.")
+      .def(
+          "commit",
+          [](PyWriter& w) {
+            py::gil_scoped_release release;
+            return w.Commit();
+          },
+          "Hands staged records to the writer thread (see `staging`).")
+      .def_property(
+          "staging",
+          [](PyWriter& w) {
+            std::lock_guard<std::mutex> lock(w.mu);
+            return w.staging;
+          },
+          [](PyWriter& w, bool on) {
+            {
+              std::lock_guard<std::mutex> lock(w.mu);
+              w.staging = on;
+            }
+            if (!on) w.Commit();
+          },
+          "Keep records added from Python until commit() (fewer writer wake-ups).")
+      .def("stats", [](PyWriter& w) { return WriterStatsToDict(w.get().stats()); })
+      .def_property_readonly("stream_dir", [](PyWriter& w) { return w.get().stream_dir(); });
+}
+
+}  // namespace trainscope::pyb

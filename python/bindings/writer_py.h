@@ -1,0 +1,35 @@
+// The Python-facing Writer: a shared handle so the rule runner and the system sampler can
+// write into the same stream as the hook.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <variant>
+#include <vector>
+
+#include "py_common.h"
+#include "trainscope/writer.h"
+
+namespace trainscope::pyb {
+
+// With staging on, records added from Python are kept here (in order) and handed to the Writer
+// by commit(): waking the writer thread for every step's first record costs more than the
+// record itself on a busy machine, so the hook commits in bursts (every ~100 ms, before a
+// flush, at close). Other threads (rules, sampler) write to the Writer directly.
+struct PyWriter {
+  using Staged =
+      std::variant<ScalarRecord, SummaryRecord, RawTensorRecord, StepRecord, EventRecord>;
+  std::shared_ptr<Writer> writer;
+  bool staging = false;
+  size_t staged_bytes = 0;
+  size_t max_staged_bytes = 16u << 20;  // raw tensors: commit early past this
+  std::mutex mu;
+  std::vector<Staged> staged;
+
+  Writer& get() const;  // throws ValueError once closed
+  // Stages (staging on) or adds the record. Returns what Add* returned (true when staged).
+  bool Put(Staged r, size_t bytes = 0);
+  size_t Commit();  // hands staged records to the Writer; returns how many were accepted
+};
+
+}  // namespace trainscope::pyb

@@ -1,0 +1,1354 @@
+"""The PyTorch hook: captures losses, scalars, weights, gradients and layer inputs/outputs from
+a training, writes them into a run directory, times every step, and stops the job when asked.
+
+    import trainscope as ts
+    with ts.Hook(out_dir="runs/exp1", save_interval=100) as hook:
+        hook.register_module(model)
+        hook.register_loss(criterion)
+        hook.register_optimizer(optimizer)          # optional: optimizer phase timing
+        for x, y in hook.wrap(loader):              # optional: data-wait timing
+            loss = criterion(model(x), y)
+            optimizer.zero_grad(); loss.backward(); optimizer.step()
+            if hook.should_stop:
+                break
+
+Steps: every forward call of the registered top-level module starts a new step (in the mode of
+``set_mode``, or TRAIN/EVAL from ``model.training`` when set_mode was never called) until the
+user calls ``hook.step()``, after which only ``hook.step()`` ends steps. Steps are counted
+globally (``step``) and per mode (``mode_step``); save decisions use ``mode_step``.
+
+Cost: on a step where no collection saves, the hook does a few integer comparisons, writes one
+StepRecord and (when a loss is registered) one scalar. Gradient hooks and layer forward hooks
+are registered only for the steps that save them and removed at the end of the step.
+
+Failure policy: nothing the hook does raises into the training loop (except TrainingStopped
+when ``raise_on_stop=True``). Internal errors are logged once per place, counted, written as
+``hook_error`` events, and after ``max_errors`` errors the hook stops saving tensors.
+"""
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import logging
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import types
+import weakref
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+from . import _core
+from ._dtypes import torch_to_buffer
+from ._modes import Mode, TrainingStopped
+from .collection import NEVER, Collection, as_collections
+
+log = logging.getLogger("trainscope")
+
+SUMMARY_BYTES = 160  # approximate bytes on disk of one summary record (for projections)
+GB = 1000 ** 3
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def _worker_rank() -> int:
+    for var in ("RANK", "LOCAL_RANK"):
+        v = os.environ.get(var)
+        if v is not None:
+            try:
+                return int(v)
+            except ValueError:
+                pass
+    return 0
+
+
+class ProfilerConfig:
+    """A framework-profiling window: ``num_steps`` global steps from ``start_step``.
+
+    Inside the window the hook records operator timings with torch.profiler (Chrome trace JSON
+    at RUN/profile/trace-<worker>.json) and Python function timings with cProfile
+    (RUN/profile/functions-<worker>.json). Outside it costs one integer comparison per step.
+    """
+
+    def __init__(self, start_step: int = 5, num_steps: int = 10, torch_profiler: bool = True,
+                 python_profiler: bool = True, record_shapes: bool = False,
+                 top_functions: int = 50):
+        self.start_step = int(start_step)
+        self.num_steps = max(1, int(num_steps))
+        self.torch_profiler = torch_profiler
+        self.python_profiler = python_profiler
+        self.record_shapes = record_shapes
+        self.top_functions = int(top_functions)
+
+    @property
+    def end_step(self) -> int:  # exclusive
+        return self.start_step + self.num_steps
+
+    def to_config(self) -> dict:
+        return {"start_step": self.start_step, "num_steps": self.num_steps,
+                "torch_profiler": self.torch_profiler, "python_profiler": self.python_profiler}
+
+
+class _Plan:
+    """What one save step captures: tensors by source, with flags (raw, reductions, buckets)."""
+
+    __slots__ = ("params", "grads", "outputs", "inputs")
+
+    def __init__(self):
+        self.params: List[tuple] = []          # (full_name, param, flags, collection)
+        self.grads: Dict[str, list] = {}       # param name -> [(full_name, flags, collection)]
+        self.outputs: Dict[str, list] = {}     # module name -> [(full_name, flags, collection)]
+        self.inputs: Dict[str, list] = {}
+
+    def empty(self) -> bool:
+        return not (self.params or self.grads or self.outputs or self.inputs)
+
+
+class Hook:
+    """Captures tensors and timings from a PyTorch training into a run directory.
+
+    Args:
+        out_dir: the run directory. Under ``trainscope run`` ($TRAINSCOPE_RUN_DIR) the hook
+            writes into that run instead. Default: ./trainscope-runs/<date>-<time>-<pid>.
+        save_interval: default save interval (steps of the mode) of every collection.
+        collections: names or ts.Collection objects; default losses, scalars, weights and
+            gradients (summaries every save_interval steps; losses every step).
+        rules: built-in rule names, ts.Rule(name, **params) objects, or custom ts.Rule
+            subclasses (Python, evaluated on a background thread).
+        actions: actions of rules that name none, e.g. ["stop_training"].
+        system_monitor_interval_ms: system sampling period (0 disables; skipped under
+            ``trainscope run``, which monitors the job itself).
+        raise_on_stop: raise ts.TrainingStopped at the next step boundary once a stop is
+            requested (otherwise only ``should_stop`` becomes True).
+        profiler: a ts.ProfilerConfig window.
+        storage_budget_bytes: byte budget of this worker's stream (default 10 GB): a warning
+            when the configuration projects past it; raw tensors are dropped first.
+        expected_steps: steps the projection assumes (default 100000).
+        device_stats: "auto" (CPU tensors -> C++ kernel, others -> batched torch ops), "torch"
+            (always the batched torch path; to test it on CPU) or "core".
+        record_phases: time forward/backward/optimizer phases.
+        strict: raise configuration errors instead of logging them and degrading.
+        auto_step: each forward of the registered module starts a step until the first
+            ``hook.step()`` call; False: only ``hook.step()`` ends steps (use it when one
+            step has several forward calls, e.g. gradient accumulation).
+        worker: stream name (default worker-<RANK or LOCAL_RANK or 0>).
+        max_errors: internal errors after which the hook stops saving tensors.
+    """
+
+    def __init__(self, out_dir: Optional[str] = None, save_interval: int = 100,
+                 collections=None, rules=None, actions=None,
+                 system_monitor_interval_ms: int = 500, *, raise_on_stop: bool = False,
+                 profiler: Optional[ProfilerConfig] = None,
+                 storage_budget_bytes: int = 10 * GB, expected_steps: int = 100_000,
+                 device_stats: str = "auto", record_phases: bool = True,
+                 stop_check_interval_ms: int = 100, strict: bool = False,
+                 auto_step: bool = True,
+                 worker: Optional[str] = None, run_name: str = "", max_errors: int = 50,
+                 writer_options: Optional[dict] = None):
+        # ---- state that must exist even when setup fails -------------------------------
+        self._errors: Dict[str, int] = {}
+        self.error_count = 0
+        self._max_errors = max_errors
+        self._lock = threading.Lock()
+        self._writer = None
+        self._closed = False
+        self._saving = True
+        self._handles: List[Any] = []      # permanent torch hook handles
+        self._step_handles: List[Any] = []  # handles removed at the end of the step
+        self._model = None
+        self._params: List[tuple] = []
+        self._modules: Dict[str, Any] = {}
+        self._losses: Dict[int, str] = {}
+        self._optimizers: List[Any] = []
+        self._stop_reason: Optional[str] = None
+        self._stop_raised = False
+        self._rule_runner = None
+        self._py_rules = None
+        self._sampler = None
+        self._profiling = None
+        self.raise_on_stop = bool(raise_on_stop)
+        self.strict = bool(strict)
+        self.step_count = 0                 # global step (the current one)
+        self.mode = Mode.TRAIN
+        self._mode_steps = {Mode.TRAIN: 0, Mode.EVAL: 0, Mode.PREDICT: 0}
+        self._explicit_mode = False
+        self._auto_step = bool(auto_step)
+        self._open = False
+        self._plan: Optional[_Plan] = None
+        self._plan_cache: Dict[tuple, _Plan] = {}
+        self._next_save = {Mode.TRAIN: 0, Mode.EVAL: 0, Mode.PREDICT: 0}
+        self._step_start_us = 0
+        self._fwd_start_ns = 0
+        self._fwd_ns = -1
+        self._bwd_start_ns = 0
+        self._bwd_ns = -1
+        self._opt_ns = -1
+        self._data_wait_us = -1
+        self._pending_start_us = 0
+        self._grad_pending = 0
+        self._grad_seen: set = set()
+        self._seen_outputs: set = set()
+        self._cpu_batch: List[tuple] = []
+        # Records from this thread are staged in the core (Writer.staging) and handed to the
+        # writer thread in bursts by a committer thread every commit_interval_ms (and at
+        # flush/close): waking an idle writer thread for every step's first record costs far
+        # more than the record itself on a busy machine.
+        self._pending: List[tuple] = []
+        self._committer = None
+        self._committer_stop = threading.Event()
+        self._device_batch = None
+        self._device_scalars: List[tuple] = []
+        self._bytes_projected_warned = False
+        self._bytes_estimate = 0
+        self._bytes_by_collection: Dict[str, int] = {}
+        self._first_save_bytes: Dict[str, int] = {}
+        self._first_save_step: Dict[str, int] = {}
+        self._raw_disabled = False
+        self._next_stop_check_ns = 0
+        self._stop_check_ns = int(stop_check_interval_ms) * 1_000_000
+        self.record_phases = bool(record_phases)
+        self.device_stats = device_stats if device_stats in ("auto", "torch", "core") else "auto"
+        self.save_interval = max(1, int(save_interval))
+        self.storage_budget_bytes = int(storage_budget_bytes or 0)
+        self.expected_steps = int(expected_steps)
+        self.profiler = profiler
+        self._system_monitor_interval_ms = int(system_monitor_interval_ms or 0)
+
+        env_dir = os.environ.get("TRAINSCOPE_RUN_DIR")
+        if env_dir:
+            if out_dir and os.path.abspath(out_dir) != os.path.abspath(env_dir):
+                log.info("trainscope: running under `trainscope run`; writing into %s "
+                         "instead of %s", env_dir, out_dir)
+            out_dir = env_dir
+        if not out_dir:
+            out_dir = os.path.join("trainscope-runs",
+                                   time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
+        self.out_dir = str(out_dir)
+        self.worker = worker or f"worker-{_worker_rank()}"
+
+        try:
+            self.collections = as_collections(collections, self.save_interval)
+        except Exception as e:  # bad config
+            if self.strict:
+                raise
+            self._fail("config", e)
+            self.collections = as_collections(None, self.save_interval)
+        self._rules_spec = list(rules or [])
+        self._actions_spec = list(actions or [])
+        try:
+            from . import rules as _rules
+            from .checkpoint import split_rollback  # "rollback" is the Checkpointer's action
+            rules_, actions_, self._rollback = split_rollback(self._rules_spec,
+                                                              self._actions_spec)
+            self._builtin_rules, self._custom_rules = _rules.split_rules(rules_, actions_)
+            for c in _rules.required_collections(self._builtin_rules, self.collections,
+                                                 self.save_interval):
+                self.collections.append(c)
+        except Exception as e:
+            if self.strict:
+                raise
+            self._fail("rules config", e)
+            self._builtin_rules, self._custom_rules = [], []
+        self._index_collections()
+
+        try:
+            self._open_run(writer_options or {})
+        except Exception as e:
+            if self.strict:
+                raise
+            self._fail("open run", e)
+            self._saving = False
+        if self._writer is not None:
+            self._start_background()
+        self._atexit = _register_atexit(self)
+
+    # =============================================================================== setup
+    def _index_collections(self) -> None:
+        self._tensor_colls = [c for c in self.collections if c.source not in ("loss", "scalar")]
+        self._loss_coll = next((c for c in self.collections if c.name == "losses"), None)
+        self._scalar_coll = next((c for c in self.collections if c.name == "scalars"), None)
+        self._targets: Dict[str, dict] = {}
+        self._next_save = {m: self._compute_next_save(m, 0) for m in self._next_save}
+        self._loss_next = {m: (NEVER if self._loss_coll is None else
+                               self._loss_coll.next_save(m, 0, self.save_interval))
+                           for m in self._next_save}
+        self._plan_cache.clear()
+
+    def config(self) -> dict:
+        """The hook's configuration (written into run.json)."""
+        return {
+            "out_dir": self.out_dir, "worker": self.worker, "save_interval": self.save_interval,
+            "collections": [c.to_config(self.save_interval) for c in self.collections],
+            "rules": [getattr(r, "to_config", lambda: str(r))() for r in self._rules_spec],
+            "actions": self._actions_spec,
+            "system_monitor_interval_ms": self._system_monitor_interval_ms,
+            "storage_budget_bytes": self.storage_budget_bytes,
+            "raise_on_stop": self.raise_on_stop, "device_stats": self.device_stats,
+            "profiler": self.profiler.to_config() if self.profiler else None,
+        }
+
+    def _open_run(self, writer_options: dict) -> None:
+        framework = "pytorch"
+        try:
+            import torch
+            framework = f"pytorch {torch.__version__}"
+        except Exception:
+            pass
+        _core.create_or_open_run(self.out_dir, name="", command=list(sys.argv),
+                                 config_json=json.dumps(self.config(), default=str),
+                                 framework=framework)
+        opts = dict(byte_budget=self.storage_budget_bytes)
+        opts.update(writer_options)
+        self._writer = _core.Writer(self.out_dir, self.worker, **opts)
+        self._writer.staging = True  # handed over in bursts: see _commit()
+        self._writer.add_event("run_start", json.dumps({
+            "worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(),
+            "framework": framework}))
+
+    def _start_background(self) -> None:
+        try:
+            self._committer = threading.Thread(target=self._commit_loop,
+                                               name="trainscope-commit", daemon=True)
+            self._committer.start()
+        except Exception as e:
+            self._fail("committer", e)
+            self._writer.staging = False
+        if self._builtin_rules:
+            try:
+                from . import rules as _rules
+                self._rule_runner = _rules.start_builtin_runner(
+                    self.out_dir, self._builtin_rules, self._writer, [self.worker])
+            except Exception as e:
+                if self.strict:
+                    raise
+                self._fail("rules", e)
+        if self._custom_rules:
+            try:
+                from . import rules as _rules
+                self._py_rules = _rules.PythonRuleThread(
+                    self.out_dir, self._custom_rules, self._writer, self.worker,
+                    on_stop=self._request_stop_inprocess)
+                self._py_rules.start()
+            except Exception as e:
+                if self.strict:
+                    raise
+                self._fail("custom rules", e)
+        ms = self._system_monitor_interval_ms
+        if ms > 0 and os.environ.get("TRAINSCOPE_MONITORED") != "1":
+            if getattr(_core, "HAVE_SYSMON", False):
+                try:
+                    self._sampler = _core.SystemSampler(self._writer,
+                                                        interval_ms=max(100, min(60000, ms)),
+                                                        root_pid=os.getpid())
+                    self._sampler.start()
+                except Exception as e:
+                    self._fail("system monitor", e)
+                    self._sampler = None
+
+    # ========================================================================= registration
+    def register_module(self, module) -> None:
+        """Registers the top-level model: its forward calls define steps; its parameters and
+        submodules are the weights/biases/gradients and activations/inputs."""
+        try:
+            self._register_module(module)
+        except Exception as e:
+            if self.strict:
+                raise
+            self._fail("register_module", e)
+
+    def _register_module(self, module) -> None:
+        self._model = module
+        self._params = [(n, p) for n, p in module.named_parameters()]
+        self._modules = {n: m for n, m in module.named_modules() if n}
+        self._handles.append(module.register_forward_pre_hook(self._on_model_pre))
+        self._handles.append(module.register_forward_hook(self._on_model_post))
+        self._targets = self._compute_targets()
+        self._plan_cache.clear()
+        self._project_storage()
+
+    def register_loss(self, criterion, name: str = "loss"):
+        """Records the criterion's output as ``losses/<name>`` (every step by default).
+
+        For an nn.Module criterion a forward hook is added and the module returned; for a plain
+        function (F.cross_entropy) a wrapper that records is returned: use it instead."""
+        try:
+            import torch
+            if isinstance(criterion, torch.nn.Module):
+                self._handles.append(criterion.register_forward_hook(
+                    functools.partial(self._on_loss_output, f"losses/{name}")))
+                return criterion
+            hook = self
+
+            @functools.wraps(criterion)
+            def recorded(*args, **kwargs):
+                out = criterion(*args, **kwargs)
+                hook._on_loss_output(f"losses/{name}", None, args, out)
+                return out
+            return recorded
+        except Exception as e:
+            if self.strict:
+                raise
+            self._fail("register_loss", e)
+            return criterion
+
+    def register_optimizer(self, optimizer) -> None:
+        """Times ``optimizer.step()`` (StepRecord.optimizer_us) and ends the backward phase
+        there (StepRecord.backward_us). Wraps the instance's step method."""
+        try:
+            orig = optimizer.step
+            hook = self
+
+            def step(opt, *args, **kwargs):
+                t0 = time.perf_counter_ns()
+                try:
+                    hook._mark_backward_end(t0)
+                    if hook._plan is not None:
+                        hook._flush_batches(device=False)
+                except Exception as e:
+                    hook._fail("optimizer", e)
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    hook._opt_ns = time.perf_counter_ns() - t0
+            optimizer.step = types.MethodType(step, optimizer)
+            self._optimizers.append(optimizer)
+        except Exception as e:
+            if self.strict:
+                raise
+            self._fail("register_optimizer", e)
+
+    def wrap(self, loader: Iterable) -> Iterable:
+        """Wraps a data loader: each batch's wait is recorded (StepRecord.data_wait_us) and,
+        in automatic stepping, the previous step ends when the next batch is requested."""
+        return _TimedLoader(self, loader)
+
+    # ============================================================================ user calls
+    def set_mode(self, mode) -> None:
+        """Sets TRAIN / EVAL / PREDICT; ends the open step (it belonged to the old mode)."""
+        try:
+            mode = Mode.parse(mode)
+            if mode == Mode.GLOBAL:
+                raise ValueError("set_mode: GLOBAL is not a training mode")
+            self._explicit_mode = True
+            if mode != self.mode:
+                if self._open:
+                    self._close_step(_now_us())
+                    self._advance()
+                self.mode = mode
+        except Exception as e:
+            self._fail("set_mode", e)
+
+    def step(self) -> None:
+        """Explicit step boundary: ends the current step (call it once per iteration, after
+        optimizer.step()). From the first call on, forward calls no longer end steps."""
+        self._auto_step = False
+        try:
+            if not self._open:
+                self._open_step(_now_us())
+            self._close_step(_now_us())
+            self._advance()
+        except TrainingStopped:
+            raise
+        except Exception as e:
+            self._fail("step", e)
+        self._maybe_raise_stop()
+
+    def save_scalar(self, name: str, value, step: Optional[int] = None) -> None:
+        """Records ``scalars/<name>`` at the current step (e.g. a validation metric)."""
+        try:
+            if self._writer is None or self._scalar_coll is None:
+                return
+            mode = self.mode
+            ms = self._mode_steps[mode]
+            if not self._scalar_coll.saves_at(mode, ms, self.save_interval):
+                return
+            full = name if "/" in name else f"scalars/{name}"
+            self._write_scalar(full, value, self.step_count if step is None else int(step),
+                               mode, ms)
+        except Exception as e:
+            self._fail("save_scalar", e)
+
+    def save_tensor(self, name: str, tensor, raw: bool = False, reductions: bool = True) -> None:
+        """Saves any tensor now (summary and/or raw) under ``name`` ("tensors/<name>" when
+        it has no collection prefix)."""
+        try:
+            if self._writer is None or not self._saving:
+                return
+            full = name if "/" in name else f"tensors/{name}"
+            self._save_items([(full, tensor, (raw, reductions, 0), full.split("/")[0])])
+            self._flush_batches()
+        except Exception as e:
+            self._fail("save_tensor", e)
+
+    @property
+    def should_stop(self) -> bool:
+        """True once a stop was requested (rule action, watcher, dashboard)."""
+        if self._stop_reason is None:
+            self._poll_stop()
+        return self._stop_reason is not None
+
+    @property
+    def stop_reason(self) -> Optional[str]:
+        return self._stop_reason
+
+    @property
+    def mode_step(self) -> int:
+        return self._mode_steps.get(self.mode, 0)
+
+    def close(self) -> None:
+        """Ends the open step, finishes rules, writes run_end, flushes and closes the stream.
+        Idempotent; also called at interpreter exit."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._open:
+                self._close_step(_now_us())
+                self._advance()
+        except Exception as e:
+            self._fail("close step", e)
+        if self._step_callbacks:
+            self._run_step_callbacks("close")
+        try:
+            self._flush_batches()
+            self._flush_device_scalars()
+        except Exception as e:
+            self._fail("close", e)
+        try:
+            self._stop_profiler()
+        except Exception as e:
+            self._fail("profiler", e)
+        for h in self._handles + self._step_handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        self._handles, self._step_handles = [], []
+        for opt in self._optimizers:
+            try:
+                del opt.step  # back to the class's method
+            except Exception:
+                pass
+        w = self._writer
+        if w is not None:
+            try:
+                self._flush_pending()
+            except Exception as e:
+                self._fail("close", e)
+            try:
+                w.add_event("run_end", json.dumps({
+                    "worker": self.worker, "steps": self.step_count,
+                    "mode_steps": {m.name: s for m, s in self._mode_steps.items()},
+                    "hook_errors": self.error_count, "errors": self.errors}))
+                w.flush()
+            except Exception as e:
+                self._fail("close", e)
+            self._committer_stop.set()
+            if self._committer is not None:
+                self._committer.join()
+            try:
+                w.commit()
+            except Exception as e:
+                self._fail("close", e)
+            for name, obj, method in (("rules", self._rule_runner, "stop"),
+                                      ("custom rules", self._py_rules, "stop"),
+                                      ("system monitor", self._sampler, "stop")):
+                if obj is not None:
+                    try:
+                        getattr(obj, method)()
+                    except Exception as e:
+                        self._fail(name, e)
+            try:
+                err = w.close()
+                if err:
+                    log.warning("trainscope: writer closed with an error: %s", err)
+            except Exception as e:
+                self._fail("close", e)
+        _unregister_atexit(self._atexit)
+
+    def __enter__(self) -> "Hook":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    def storage_estimate(self) -> dict:
+        """Bytes written so far (estimate) and per collection, and the projection for
+        expected_steps with the current configuration."""
+        return {"bytes": self._bytes_estimate, "by_collection": dict(self._bytes_by_collection),
+                "projected_bytes": self._projected_bytes(),
+                "budget_bytes": self.storage_budget_bytes}
+
+    def writer_stats(self) -> Optional[dict]:
+        try:
+            return self._writer.stats() if self._writer is not None else None
+        except Exception:
+            return None
+
+    def rule_statuses(self) -> dict:
+        """Current statuses of in-process rules: {rule: {"status", "message", ...}}."""
+        out = {}
+        try:
+            if self._rule_runner is not None:
+                for s in self._rule_runner.statuses():
+                    out[s["rule"]] = s
+            if self._py_rules is not None:
+                out.update(self._py_rules.statuses())
+        except Exception as e:
+            self._fail("rule_statuses", e)
+        return out
+
+    # ========================================================================== torch hooks
+    def _on_model_pre(self, module, inputs):
+        try:
+            now = _now_us()
+            if self._auto_step:
+                if self._open:
+                    self._close_step(now)
+                    self._advance()
+                if not self._explicit_mode:
+                    self.mode = Mode.TRAIN if module.training else Mode.EVAL
+                self._open_step(now)
+            elif not self._open:
+                if not self._explicit_mode:
+                    self.mode = Mode.TRAIN if module.training else Mode.EVAL
+                self._open_step(now)
+            if self.record_phases:
+                self._fwd_start_ns = time.perf_counter_ns()
+        except Exception as e:
+            self._fail("forward", e)
+        if self._stop_reason is not None and self.raise_on_stop and not self._stop_raised:
+            self._maybe_raise_stop()
+        return None
+
+    def _on_model_post(self, module, inputs, output):
+        if self.record_phases and self._fwd_start_ns:
+            self._fwd_ns = time.perf_counter_ns() - self._fwd_start_ns
+        return None
+
+    def _on_loss_output(self, name, module, inputs, output):
+        try:
+            if self.record_phases and not self._bwd_start_ns:
+                # backward_us runs from the loss computation to optimizer.step()
+                self._bwd_start_ns = time.perf_counter_ns()
+            mode = self.mode
+            ms = self._mode_steps[mode]
+            nxt = self._loss_next[mode]
+            if ms != nxt:
+                if ms < nxt:
+                    return None
+                c = self._loss_coll  # passed the precomputed save step: find the next one
+                nxt = self._loss_next[mode] = (
+                    NEVER if c is None else c.next_save(mode, ms, self.save_interval))
+                if ms != nxt:
+                    return None
+            if self._writer is None or not isinstance(output, self._tensor_type()):
+                return None
+            if self.device_stats == "torch" or output.is_cuda:
+                out = output.detach()
+                if out.numel() != 1:
+                    out = out.float().mean()
+                import torch
+                self._device_scalars.append((name, out.reshape(()).to(torch.float64),
+                                             self.step_count, mode, ms))
+            else:
+                v = output.item() if output.numel() == 1 else float(output.detach().float().mean())
+                self._writer.add_scalar(name, self.step_count, int(mode), ms, v)
+        except Exception as e:
+            self._fail("loss", e)
+        return None
+
+    _torch_tensor = None
+
+    def _tensor_type(self):
+        t = Hook._torch_tensor
+        if t is None:
+            import torch
+            t = Hook._torch_tensor = torch.Tensor
+        return t
+
+    def _mark_backward_end(self, t_ns: int) -> None:
+        if self._bwd_start_ns and self._bwd_ns < 0:
+            self._bwd_ns = t_ns - self._bwd_start_ns
+
+    def _on_grad(self, pname: str, grad):
+        try:
+            if pname in self._grad_seen or self._plan is None:
+                return None
+            if not self._grad_seen:
+                self._queue_backward_end()
+            self._grad_seen.add(pname)
+            entries = self._plan.grads.get(pname, ())
+            self._save_items([(full, grad, flags, coll) for full, flags, coll in entries])
+            self._grad_pending -= 1
+            if self._grad_pending <= 0:
+                self._flush_batches(device=False)
+        except Exception as e:
+            self._fail("gradients", e)
+        return None
+
+    def _queue_backward_end(self) -> None:
+        """Asks autograd to call _on_backward_end when this backward pass finishes."""
+        try:
+            import torch
+            torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_end)
+        except Exception as e:
+            self._fail("backward callback", e)
+
+    def _on_backward_end(self) -> None:
+        try:
+            if not self._optimizers:  # else backward ends where optimizer.step() starts
+                self._mark_backward_end(time.perf_counter_ns())
+            self._flush_batches(device=False)
+        except Exception as e:
+            self._fail("gradients", e)
+
+    def _on_output(self, mname: str, module, inputs, output):
+        try:
+            if self._plan is None:
+                return None
+            key = ("o", mname)
+            if key in self._seen_outputs:
+                return None
+            self._seen_outputs.add(key)
+            items = []
+            for full, flags, coll in self._plan.outputs.get(mname, ()):
+                for suffix, t in _tensors_in(output):
+                    items.append((full + suffix, t, flags, coll))
+            self._save_items(items)
+            # CPU summaries now: a later in-place op (ReLU(inplace)) may change the tensor;
+            # device rows were already enqueued on the stream, they are copied at step end
+            self._flush_batches(device=False)
+        except Exception as e:
+            self._fail("activations", e)
+        return None
+
+    def _on_input(self, mname: str, module, inputs):
+        try:
+            if self._plan is None:
+                return None
+            key = ("i", mname)
+            if key in self._seen_outputs:
+                return None
+            self._seen_outputs.add(key)
+            items = []
+            value = inputs[0] if isinstance(inputs, tuple) and len(inputs) == 1 else inputs
+            for full, flags, coll in self._plan.inputs.get(mname, ()):
+                for suffix, t in _tensors_in(value):
+                    items.append((full + suffix, t, flags, coll))
+            self._save_items(items)
+            self._flush_batches(device=False)
+        except Exception as e:
+            self._fail("inputs", e)
+        return None
+
+    # ====================================================================== step machinery
+    def _advance(self) -> None:
+        self.step_count += 1
+        self._mode_steps[self.mode] = self._mode_steps.get(self.mode, 0) + 1
+        if self._step_callbacks:
+            self._run_step_callbacks("step")
+
+    def _open_step(self, now_us: int) -> None:
+        """Begins the current step: timing, stop checks, and on save steps the save plan."""
+        self._open = True
+        self._step_start_us = self._pending_start_us or now_us
+        self._pending_start_us = 0
+        mode = self.mode
+        ms = self._mode_steps[mode]
+        t = time.perf_counter_ns()
+        if t >= self._next_stop_check_ns:
+            self._next_stop_check_ns = t + self._stop_check_ns
+            self._commit()
+            self._poll_stop()
+        prof = self.profiler
+        if prof is not None and self.step_count == prof.start_step and self._profiling is None:
+            self._start_profiler()
+        if ms >= self._next_save[mode] and self._saving and self._writer is not None:
+            self._next_save[mode] = self._compute_next_save(mode, ms + 1)
+            self._begin_save(mode, ms)
+
+    def _close_step(self, now_us: int) -> None:
+        if not self._open:
+            return
+        self._open = False
+        try:
+            if self._plan is not None:
+                self._end_save()
+            if len(self._device_scalars) >= 16:
+                self._flush_device_scalars()
+            w = self._writer
+            if w is not None:
+                ns = 1000
+                w.add_step(self.step_count, int(self.mode), self._mode_steps[self.mode],
+                           self._step_start_us, now_us, self._data_wait_us,
+                           self._fwd_ns // ns if self._fwd_ns >= 0 else -1,
+                           self._bwd_ns // ns if self._bwd_ns >= 0 else -1,
+                           self._opt_ns // ns if self._opt_ns >= 0 else -1)
+        finally:
+            self._data_wait_us = self._fwd_ns = self._bwd_ns = self._opt_ns = -1
+            self._bwd_start_ns = self._fwd_start_ns = 0
+            prof = self.profiler
+            if self._profiling is not None and self.step_count + 1 >= prof.end_step:
+                self._stop_profiler()
+
+    def _compute_next_save(self, mode: Mode, from_step: int) -> int:
+        return min((c.next_save(mode, from_step, self.save_interval) for c in
+                    getattr(self, "_tensor_colls", ())), default=NEVER)
+
+    def _begin_save(self, mode: Mode, ms: int) -> None:
+        active = tuple(c.name for c in self._tensor_colls if c.saves_at(mode, ms, self.save_interval))
+        if not active or self._model is None:
+            return
+        plan = self._plan_cache.get(active)
+        if plan is None:
+            plan = self._make_plan(active)
+            self._plan_cache[active] = plan
+        if plan.empty():
+            return
+        self._plan = plan
+        self._grad_seen.clear()
+        self._seen_outputs.clear()
+        if plan.params:
+            self._save_items([(full, p, flags, coll) for full, p, flags, coll in plan.params])
+            self._flush_batches(device=False)  # before optimizer.step() changes them
+        if plan.grads:
+            self._grad_pending = 0
+            params = dict(self._params)
+            for pname in plan.grads:
+                p = params.get(pname)
+                if p is not None and p.requires_grad:
+                    self._step_handles.append(p.register_hook(
+                        functools.partial(self._on_grad, pname)))
+                    self._grad_pending += 1
+        for mname in plan.outputs:
+            m = self._modules.get(mname)
+            if m is not None:
+                self._step_handles.append(m.register_forward_hook(
+                    functools.partial(self._on_output, mname)))
+        for mname in plan.inputs:
+            m = self._modules.get(mname)
+            if m is not None:
+                self._step_handles.append(m.register_forward_pre_hook(
+                    functools.partial(self._on_input, mname)))
+
+    def _end_save(self) -> None:
+        for h in self._step_handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        self._step_handles = []
+        self._plan = None
+        self._flush_batches()
+        self._flush_device_scalars()
+
+    # ============================================================================ selection
+    def _compute_targets(self) -> Dict[str, dict]:
+        """Per collection: the tensors it selects, by source."""
+        out = {}
+        leaf = {n for n, m in self._modules.items() if not any(True for _ in m.children())}
+        for c in self._tensor_colls:
+            t = {"param": [], "grad": [], "output": [], "input": []}
+            try:
+                src = c.source
+                if src == "param":
+                    for pname, _ in self._params:
+                        is_bias = pname.rsplit(".", 1)[-1].startswith("bias")
+                        if (c.name == "biases") != is_bias:
+                            continue
+                        full = f"{c.name}/{pname}"
+                        if c.matches(full, pname):
+                            t["param"].append((pname, full))
+                elif src == "grad":
+                    for pname, p in self._params:
+                        full = f"gradients/{pname}"
+                        if p.requires_grad and c.matches(full, pname):
+                            t["grad"].append((pname, full))
+                elif src in ("output", "input"):
+                    types_ = c.module_types
+                    for mname, m in self._modules.items():
+                        if types_ is not None:
+                            if type(m).__name__ not in types_:
+                                continue
+                        elif not c.include_patterns and mname not in leaf:
+                            continue
+                        full = f"{c.name}/{mname}"
+                        if c.matches(full, mname):
+                            t[src].append((mname, full))
+                elif c.include_patterns:  # custom: any canonical name matching include
+                    for pname, p in self._params:
+                        is_bias = pname.rsplit(".", 1)[-1].startswith("bias")
+                        full = f"{'biases' if is_bias else 'weights'}/{pname}"
+                        if c.matches(full):
+                            t["param"].append((pname, full))
+                        full = f"gradients/{pname}"
+                        if p.requires_grad and c.matches(full):
+                            t["grad"].append((pname, full))
+                    for mname in self._modules:
+                        for src2, pre in (("output", "activations"), ("input", "inputs")):
+                            full = f"{pre}/{mname}"
+                            if c.matches(full):
+                                t[src2].append((mname, full))
+            except Exception as e:
+                if self.strict:
+                    raise
+                self._fail(f"collection {c.name}", e)
+            out[c.name] = t
+            if self._model is not None and not any(t.values()):
+                log.warning("trainscope: collection %r selects no tensor of the model", c.name)
+        return out
+
+    def _make_plan(self, active: Sequence[str]) -> _Plan:
+        plan = _Plan()
+        by_name = {c.name: c for c in self._tensor_colls}
+        params = dict(self._params)
+        seen_params: Dict[str, int] = {}
+        for cname in active:
+            c = by_name[cname]
+            flags = (c.raw, c.reductions, c.histogram_buckets)
+            t = self._targets.get(cname) or {}
+            for pname, full in t.get("param", ()):
+                if full in seen_params:
+                    i = seen_params[full]
+                    plan.params[i] = plan.params[i][:2] + (_merge(plan.params[i][2], flags),
+                                                           plan.params[i][3])
+                    continue
+                seen_params[full] = len(plan.params)
+                plan.params.append((full, params[pname], flags, cname))
+            for src, dest in (("grad", plan.grads), ("output", plan.outputs),
+                              ("input", plan.inputs)):
+                for key, full in t.get(src, ()):
+                    lst = dest.setdefault(key, [])
+                    for i, (f2, fl2, c2) in enumerate(lst):
+                        if f2 == full:
+                            lst[i] = (f2, _merge(fl2, flags), c2)
+                            break
+                    else:
+                        lst.append((full, flags, cname))
+        return plan
+
+    # =============================================================================== saving
+    def _save_items(self, items) -> None:
+        """Queues tensors: CPU ones for one batched core call, others for the device batch."""
+        if not items or not self._saving:
+            return
+        for full, t, (raw, red, buckets), coll in items:
+            dev = getattr(t, "device", None)
+            on_cpu = dev is None or dev.type == "cpu"
+            nbytes = 0
+            if red:
+                nbytes += SUMMARY_BYTES
+                if on_cpu and self.device_stats != "torch":
+                    self._cpu_batch.append((full, t, buckets))
+                else:
+                    if self._device_batch is None:
+                        from ._device_stats import DeviceBatch
+                        self._device_batch = DeviceBatch()
+                    code = torch_to_buffer_code(t)
+                    self._device_batch.add(full, t, code)
+            if raw and not self._raw_disabled:
+                tc = t.detach()
+                if not on_cpu:
+                    tc = tc.to("cpu")
+                arr, code, shape = torch_to_buffer(tc)
+                self._writer.add_raw(full, self.step_count, int(self.mode),
+                                     self._mode_steps[self.mode], arr, code, list(shape))
+                nbytes += arr.nbytes
+            self._account(coll, nbytes)
+
+    def _flush_batches(self, device: bool = True) -> None:
+        """Writes queued CPU summaries (one core call) and, with device=True, the device
+        table (one device-to-host copy, together with pending device losses)."""
+        w = self._writer
+        if w is None:
+            self._cpu_batch = []
+            return
+        if self._pending:
+            self._flush_pending()  # keep the records in step order
+        step, mode, ms = self.step_count, int(self.mode), self._mode_steps[self.mode]
+        if self._cpu_batch:
+            batch, self._cpu_batch = self._cpu_batch, []
+            groups: Dict[int, tuple] = {}
+            for full, t, buckets in batch:
+                arr, code, shape = torch_to_buffer(t)
+                g = groups.setdefault(buckets, ([], [], [], []))
+                g[0].append(full)
+                g[1].append(arr)
+                g[2].append(code)
+                g[3].append(list(shape))
+            for buckets, (names, arrs, codes, shapes) in groups.items():
+                w.add_summaries(names, step, mode, ms, arrs, codes, shapes, buckets)
+        b = self._device_batch
+        if device and b is not None and len(b):
+            try:
+                scalars, self._device_scalars = self._device_scalars, []
+                table, values = b.table_with_scalars([v for _, v, _, _, _ in scalars])
+                w.add_summary_table(b.names, step, mode, ms, b.dtypes,
+                                    [list(s) for s in b.shapes], table)
+                for (name, _, sstep, smode, sms), v in zip(scalars, values):
+                    self._write_scalar(name, v, sstep, smode, sms)
+            finally:
+                b.clear()
+
+    def _commit_loop(self) -> None:
+        w = self._writer
+        while not self._committer_stop.wait(0.1):
+            try:
+                w.commit()  # releases the GIL
+            except Exception:
+                return
+
+    def _commit(self) -> None:
+        """Hands everything recorded so far to the writer thread (one wake-up)."""
+        self._flush_pending()
+        w = self._writer
+        if w is not None:
+            w.commit()
+
+    def _flush_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for fn, args in pending:
+            fn(*args)
+
+    def _flush_device_scalars(self) -> None:
+        if not self._device_scalars:
+            return
+        pending, self._device_scalars = self._device_scalars, []
+        import torch
+        by_dev: Dict[Any, list] = {}
+        for item in pending:
+            by_dev.setdefault(item[1].device, []).append(item)
+        for _, items in by_dev.items():
+            values = torch.stack([v for _, v, _, _, _ in items]).cpu().tolist()
+            for (name, _, step, mode, ms), v in zip(items, values):
+                self._write_scalar(name, v, step, mode, ms)
+
+    def _write_scalar(self, name: str, value, step: int, mode: Mode, ms: int) -> None:
+        w = self._writer
+        if w is None:
+            return
+        if self._pending:
+            self._flush_pending()
+        try:
+            v = float(value)
+        except TypeError:
+            v = float(value.detach().float().mean())
+        w.add_scalar(name, step, int(mode), ms, v)
+
+    # ============================================================================== storage
+    def _account(self, coll: str, nbytes: int) -> None:
+        if not nbytes:
+            return
+        self._bytes_estimate += nbytes
+        self._bytes_by_collection[coll] = self._bytes_by_collection.get(coll, 0) + nbytes
+        budget = self.storage_budget_bytes
+        if not budget:
+            return
+        if not self._raw_disabled and self._bytes_estimate >= budget * 0.9:
+            self._raw_disabled = True
+            self._warn_once("budget", f"trainscope: storage budget {budget} bytes nearly used "
+                            f"({self._bytes_estimate} bytes); raw tensors are no longer saved")
+        if not self._bytes_projected_warned:
+            # a collection's bytes per save are those of its first save step
+            if self._first_save_step.setdefault(coll, self.step_count) == self.step_count:
+                self._first_save_bytes[coll] = self._first_save_bytes.get(coll, 0) + nbytes
+            if self._projected_bytes() > budget:
+                self._bytes_projected_warned = True
+                self._warn_once("projection", (
+                    f"trainscope: this configuration projects to {self._projected_bytes() / GB:.1f} GB "
+                    f"over {self.expected_steps} steps, past the budget of {budget / GB:.1f} GB "
+                    "(storage_budget_bytes); raw tensors will be dropped first"))
+
+    def _projected_bytes(self) -> int:
+        total = 0
+        by_name = {c.name: c for c in self.collections}
+        for coll, b in self._first_save_bytes.items():
+            c = by_name.get(coll)
+            interval = c.interval(self.save_interval) if c is not None else self.save_interval
+            saves = self.expected_steps // interval + 1
+            if c is not None and c.save_steps is not None:
+                saves = len(c.save_steps)
+            total += b * saves
+        return total
+
+    def _project_storage(self) -> None:
+        """At registration: bytes per save of weights/biases/gradients (known shapes)."""
+        sizes = {n: p.numel() * p.element_size() for n, p in self._params}
+        for c in self._tensor_colls:
+            t = self._targets.get(c.name) or {}
+            b = 0
+            for pname, _ in list(t.get("param", ())) + list(t.get("grad", ())):
+                b += (SUMMARY_BYTES if c.reductions else 0) + (sizes.get(pname, 0) if c.raw else 0)
+            if b and c.source in ("param", "grad"):  # sizes fully known: no need to observe
+                self._first_save_bytes[c.name] = b
+                self._first_save_step[c.name] = -1
+        budget = self.storage_budget_bytes
+        if budget and not self._bytes_projected_warned and self._projected_bytes() > budget:
+            self._bytes_projected_warned = True
+            self._warn_once("projection", (
+                f"trainscope: this configuration projects to {self._projected_bytes() / GB:.1f} GB "
+                f"over {self.expected_steps} steps, past the budget of {budget / GB:.1f} GB "
+                "(storage_budget_bytes); raw tensors will be dropped first"))
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if ("warn", key) in self._errors:
+            return
+        self._errors[("warn", key)] = 1
+        log.warning(message)
+        try:
+            if self._writer is not None:
+                self._writer.add_event("storage_warning", json.dumps({"message": message}))
+        except Exception:
+            pass
+
+    # ================================================================================ stops
+    def _poll_stop(self) -> None:
+        if self._stop_reason is not None:
+            return
+        try:
+            r = self._rule_runner
+            if r is not None and r.stop_requested():
+                self._request_stop_inprocess(r.stop_reason() or "rule stop_training action")
+                return
+            if _core.stop_requested(self.out_dir):
+                reason = _core.stop_reason(self.out_dir) or "stop requested"
+                self._request_stop_inprocess(reason, source="control")
+        except Exception as e:
+            self._fail("stop check", e)
+
+    def _request_stop_inprocess(self, reason: str, source: str = "rule") -> None:
+        with self._lock:
+            if self._stop_reason is not None:
+                return
+            self._stop_reason = reason or "stop requested"
+        log.warning("trainscope: stop requested (%s): %s", source, reason)
+        try:
+            if self._writer is not None:
+                self._writer.add_event("stop_requested", json.dumps({
+                    "reason": reason, "source": source, "step": self.step_count}))
+        except Exception:
+            pass
+
+    def _maybe_raise_stop(self) -> None:
+        if self._stop_reason is not None and self.raise_on_stop and not self._stop_raised:
+            self._stop_raised = True
+            if self._step_callbacks:
+                self._run_step_callbacks("stop")  # e.g. a final checkpoint
+            try:
+                if self._writer is not None:
+                    self._writer.add_event("stop_honoured", json.dumps({
+                        "reason": self._stop_reason, "step": self.step_count}))
+            except Exception:
+                pass
+            raise TrainingStopped(self._stop_reason)
+
+    # ============================================================================= profiler
+    def _start_profiler(self) -> None:
+        try:
+            from ._profiler import ProfilerWindow
+            self._profiling = ProfilerWindow(self.profiler, self.out_dir, self.worker)
+            self._profiling.start(self.step_count)
+        except Exception as e:
+            self._profiling = None
+            self._fail("profiler", e)
+
+    def _stop_profiler(self) -> None:
+        p, self._profiling = self._profiling, None
+        if p is None:
+            return
+        try:
+            info = p.stop(self.step_count)
+            if self._writer is not None:
+                self._writer.add_event("profiler_window", json.dumps(info))
+        except Exception as e:
+            self._fail("profiler", e)
+
+    # =============================================================================== errors
+    def _fail(self, where: str, exc: BaseException) -> None:
+        """Counts an internal error, logs it once per place, records it, degrades."""
+        try:
+            self.error_count += 1
+            n = self._errors.get(where, 0) + 1
+            self._errors[where] = n
+            msg = f"{type(exc).__name__}: {exc}"
+            if n == 1:
+                log.warning("trainscope: internal error in %s (training continues): %s",
+                            where, msg)
+            if self._writer is not None and (n == 1 or n % 100 == 0):
+                self._writer.add_event("hook_error", json.dumps({
+                    "where": where, "message": msg, "count": n, "total": self.error_count,
+                    "step": self.step_count}))
+            if self.error_count >= self._max_errors and self._saving:
+                self._saving = False
+                self._plan = None
+                log.warning("trainscope: %d internal errors; the hook stops saving tensors",
+                            self.error_count)
+        except Exception:
+            pass
+
+    @property
+    def errors(self) -> Dict[str, int]:
+        """Internal errors by place (the hook's degraded operations)."""
+        return {k: v for k, v in self._errors.items() if isinstance(k, str)}
+
+    # ========================================================== checkpoints (checkpoint.py)
+    _step_callbacks: tuple = ()
+    _rollback = None        # {"rules": [ids], "action": ts.Rollback} from rules/actions
+    _checkpointer = None    # the ts.Checkpointer following this hook, if any
+
+    def add_step_callback(self, fn) -> None:
+        """Calls ``fn(event)`` on the training thread: "step" after every step boundary
+        (counters already advanced), "stop" before TrainingStopped is raised, "close" when
+        the hook closes. Exceptions are counted as hook errors; SystemExit passes."""
+        self._step_callbacks = self._step_callbacks + (fn,)
+
+    def remove_step_callback(self, fn) -> None:
+        self._step_callbacks = tuple(f for f in self._step_callbacks if f != fn)
+
+    def _run_step_callbacks(self, event: str) -> None:
+        for fn in self._step_callbacks:
+            try:
+                fn(event)
+            except TrainingStopped:
+                raise
+            except Exception as e:
+                self._fail("step callback", e)
+
+    def add_event(self, kind: str, fields: Optional[dict] = None) -> bool:
+        """Records a generic event (EventRecord) of `kind` with a JSON object of `fields`."""
+        try:
+            if self._writer is None:
+                return False
+            return bool(self._writer.add_event(kind, json.dumps(fields or {}, default=str)))
+        except Exception as e:
+            self._fail("event", e)
+            return False
+
+    def flush(self) -> None:
+        """Blocks until everything recorded so far is written (not for every step)."""
+        try:
+            if self._writer is not None and not self._closed:
+                self._flush_pending()
+                self._writer.flush()
+        except Exception as e:
+            self._fail("flush", e)
+
+    def state_dict(self) -> dict:
+        """The step counters, so a resumed or rolled-back training continues the series."""
+        return {"step_count": self.step_count, "mode": int(self.mode),
+                "mode_steps": {str(int(m)): s for m, s in self._mode_steps.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restores the step counters (at a step boundary); the steps recorded next overwrite
+        any recorded after them (the store's "last record wins")."""
+        if self._open:
+            self._close_step(_now_us())
+            self._advance_quiet()
+        self.step_count = int(state.get("step_count", 0))
+        for m, s in (state.get("mode_steps") or {}).items():
+            self._mode_steps[Mode(int(m))] = int(s)
+        self._next_save = {m: self._compute_next_save(m, self._mode_steps.get(m, 0))
+                           for m in self._next_save}
+        c = self._loss_coll
+        self._loss_next = {m: (NEVER if c is None else
+                               c.next_save(m, self._mode_steps.get(m, 0), self.save_interval))
+                           for m in self._next_save}
+        self._plan = None
+
+    def _advance_quiet(self) -> None:
+        self.step_count += 1
+        self._mode_steps[self.mode] = self._mode_steps.get(self.mode, 0) + 1
+
+
+def torch_to_buffer_code(t) -> int:
+    from ._dtypes import FLOAT64, _torch_codes
+    return _torch_codes().get(t.dtype, FLOAT64)
+
+
+def _merge(a: tuple, b: tuple) -> tuple:
+    return (a[0] or b[0], a[1] or b[1], max(a[2], b[2]))
+
+
+def _tensors_in(value, prefix: str = "", depth: int = 0):
+    """(suffix, tensor) pairs in a module's output: a tensor, or tuples/lists/dicts of them;
+    anything else is ignored."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        yield prefix, value
+    elif depth < 2 and isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            yield from _tensors_in(v, f"{prefix}/{i}", depth + 1)
+    elif depth < 2 and isinstance(value, dict):
+        for k, v in value.items():
+            yield from _tensors_in(v, f"{prefix}/{k}", depth + 1)
+
+
+class _TimedLoader:
+    """Iterates a loader, recording how long each batch took to arrive."""
+
+    def __init__(self, hook: Hook, loader):
+        self._hook = hook
+        self._loader = loader
+
+    def __len__(self):
+        return len(self._loader)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def __iter__(self):
+        hook = self._hook
+        it = iter(self._loader)
+        while True:
+            now = _now_us()
+            try:
+                if hook._auto_step and hook._open:
+                    hook._close_step(now)
+                    hook._advance()
+            except Exception as e:
+                hook._fail("loader", e)
+            t0 = time.perf_counter_ns()
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            wait_us = (time.perf_counter_ns() - t0) // 1000
+            hook._data_wait_us = wait_us
+            hook._pending_start_us = now
+            yield batch
+
+
+# ---- close at exit -------------------------------------------------------------------------
+_live_hooks: "weakref.WeakSet[Hook]" = weakref.WeakSet()
+_atexit_installed = False
+
+
+def _close_all() -> None:
+    for h in list(_live_hooks):
+        try:
+            h.close()
+        except Exception:
+            pass
+
+
+def _register_atexit(hook: Hook):
+    global _atexit_installed
+    _live_hooks.add(hook)
+    if not _atexit_installed:
+        atexit.register(_close_all)
+        _atexit_installed = True
+    return hook
+
+
+def _unregister_atexit(hook) -> None:
+    try:
+        _live_hooks.discard(hook)
+    except Exception:
+        pass

@@ -1,0 +1,58 @@
+"""Shared fixtures for the trainscope Python tests. Trainings are tiny (CPU, 1 thread)."""
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+try:
+    import trainscope  # noqa: F401  (installed: ./dev installs it into .venv)
+except ImportError:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    return str(tmp_path / "run")
+
+
+@pytest.fixture
+def tiny():
+    """A tiny MLP, its optimizer, criterion and a list of batches (deterministic)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 16), torch.nn.Tanh(),
+                                torch.nn.Linear(16, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    crit = torch.nn.CrossEntropyLoss()
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(8, 8, generator=g), torch.randint(0, 3, (8,), generator=g))
+               for _ in range(40)]
+    return model, opt, crit, batches
+
+
+def train(hook, model, opt, crit, batches, steps=None, explicit_step=False):
+    """A standard loop; returns the losses seen by the training."""
+    losses = []
+    for i, (x, y) in enumerate(batches[:steps] if steps else batches):
+        loss = crit(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+        if explicit_step:
+            hook.step()
+    return losses
+
+
+@pytest.fixture
+def cli():
+    """Path of the trainscope CLI binary (TRAINSCOPE_BIN), or skip."""
+    path = os.environ.get("TRAINSCOPE_BIN")
+    if not path or not os.path.exists(path):
+        pytest.skip("TRAINSCOPE_BIN not set")
+    return path
