@@ -102,7 +102,7 @@ TEST(RulesConfig, RuleNamesAndDefaults) {
 
 TEST(RulesConfig, EveryBuiltInHasDefaultsThatParse) {
   const auto& reg = RuleRegistry::BuiltIn();
-  EXPECT_EQ(reg.types().size(), 16u);
+  EXPECT_EQ(reg.types().size(), 25u);  // 16 tensor rules + 9 profiling rules
   for (const auto& t : reg.types()) {
     auto p = RuleParams::Parse(t.name, t.params, {});
     EXPECT_TRUE(p.ok()) << t.name << ": " << p.status().ToString();
@@ -153,13 +153,17 @@ TEST(RuleEventJson, HasTheDocumentedFields) {
 namespace trainscope {
 namespace {
 
-// docs/rules.md documents every built-in rule and parameter with the code's default.
+// docs/rules.md (tensor rules) and docs/rules-profiling.md (profiling rules) document every
+// built-in rule and parameter with the code's default.
 TEST(RulesDoc, MentionsEveryRuleParameterAndDefault) {
-  std::ifstream in(std::string(TS_SOURCE_DIR) + "/docs/rules.md");
-  ASSERT_TRUE(in) << "docs/rules.md missing";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string doc = ss.str();
+  std::string doc;
+  for (const char* name : {"/docs/rules.md", "/docs/rules-profiling.md"}) {
+    std::ifstream in(std::string(TS_SOURCE_DIR) + name);
+    ASSERT_TRUE(in) << name << " missing";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    doc += ss.str() + "\n";
+  }
   for (const auto& t : RuleRegistry::BuiltIn().types()) {
     size_t at = doc.find("### " + t.name + "\n");
     ASSERT_NE(at, std::string::npos) << t.name;
