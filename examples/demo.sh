@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The README demo: a healthy training and a failing one, both under trainscope.
-#  1. A LibTorch MLP whose learning rate explodes at step 100: `trainscope run` evaluates the
-#     exploding_tensor rule while it trains and stops it a few steps after the loss turns NaN.
-#  2. A healthy PyTorch training (scikit-learn's digits) recorded by the Python hook.
-# Then it shows what was recorded and writes a report for each run.
+# The README demo (./dev demo): three trainings under trainscope, then their reports.
+#  1. A healthy PyTorch training (scikit-learn's digits) recorded by the Python hook, with the
+#     common tensor rules evaluated live.
+#  2. The same training with a learning rate far too high, launched with `trainscope run`:
+#     the exploding_tensor rule fires when the loss turns NaN and the run is stopped.
+#  3. A LibTorch (C++) training recorded through the C++ API.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${TRAINSCOPE_BUILD_DIR:-build}
@@ -12,27 +13,30 @@ PY=${PYTHON:-.venv/bin/python}
 OUT=${1:-runs/demo}
 rm -rf "$OUT"
 mkdir -p "$OUT"
+export TRAINSCOPE_HOME=${TRAINSCOPE_HOME:-$PWD/$OUT/.history}
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+RULES=vanishing_gradient,exploding_tensor,dead_loss,loss_not_decreasing,overfit
 
-say "1. LibTorch training with an injected fault, under 'trainscope run' (auto-stop on NaN)"
-"$TS" run --out "$OUT/libtorch-nan" --rules exploding_tensor,loss_not_decreasing \
-  --actions stop_training,log --term-after-s 5 -- \
-  "$BUILD/examples/libtorch/train_mlp" --out "$OUT/libtorch-nan" --steps 2000 --fault nan || true
-"$TS" rules "$OUT/libtorch-nan"
+say "1. A healthy PyTorch training, recorded by the Python hook (rules: $RULES)"
+"$PY" examples/pytorch/digits.py --out "$OUT/healthy" --steps 400 --rules "$RULES"
+"$TS" inspect "$OUT/healthy"
 
-if [ -x "$PY" ] && "$PY" -c "import trainscope" 2>/dev/null && [ -f examples/pytorch/digits.py ]; then
-  say "2. A healthy PyTorch training recorded by the Python hook"
-  "$PY" examples/pytorch/digits.py --out "$OUT/pytorch-healthy"
-  say "What was recorded"
-  "$TS" inspect "$OUT/pytorch-healthy"
+say "2. The same training with a learning rate far too high, under 'trainscope run' (auto-stop)"
+"$TS" run --out "$OUT/nan" --rules exploding_tensor,dead_loss --actions stop_training,log \
+  --interval-ms 200 -- "$PY" examples/pytorch/digits.py --fault nan --steps 3000 || true
+"$TS" rules "$OUT/nan"
+
+if [ -x "$BUILD/examples/libtorch/train_mlp" ]; then
+  say "3. A LibTorch training recorded through the C++ API"
+  "$BUILD/examples/libtorch/train_mlp" --out "$OUT/libtorch" --steps 300
 fi
 
-for run in "$OUT"/*/; do
-  run=${run%/}
-  if "$TS" help report >/dev/null 2>&1; then
-    say "Report for $run"
-    "$TS" report "$run" || true
-  fi
+for run in healthy nan libtorch; do
+  [ -d "$OUT/$run" ] || continue
+  say "Report: $OUT/$run"
+  "$TS" report "$OUT/$run" --instance g5.xlarge || true
 done
+say "History of these runs"
+"$TS" ls || true
 say "Done. Open the reports in a browser:"
-ls -1 "$OUT"/*/report/report.html 2>/dev/null | sed 's/^/  /' || echo "  (no reports: trainscope report is not built)"
+for f in "$OUT"/*/report/report.html; do echo "  file://$PWD/$f"; done
