@@ -39,4 +39,4 @@ done
 say "History of these runs"
 "$TS" ls || true
 say "Done. Open the reports in a browser:"
-for f in "$OUT"/*/report/report.html; do echo "  file://$PWD/$f"; done
+for f in "$OUT"/*/report/report.html; do echo "  file://$(realpath "$f")"; done
