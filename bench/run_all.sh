@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs every benchmark and prints its results (see docs/performance.md for what they mean).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+b=${TRAINSCOPE_BUILD_DIR:-build}
+PY=${PYTHON:-.venv/bin/python}
+echo "== store";        bash bench/run_store.sh "$b"
+echo "== stats";        bash bench/run_stats.sh "$b"
+echo "== rules";        "$b/bench/rules_bench"
+echo "== sysmon";       /usr/bin/python3 bench/sysmon_vs_psutil.py "$b"
+echo "== report";       BUILD="$b" bash bench/report_bench.sh
+echo "== hook overhead"; "$PY" bench/step_overhead.py
