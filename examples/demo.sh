@@ -13,7 +13,8 @@ PY=${PYTHON:-.venv/bin/python}
 OUT=${1:-runs/demo}
 rm -rf "$OUT"
 mkdir -p "$OUT"
-export TRAINSCOPE_HOME=${TRAINSCOPE_HOME:-$PWD/$OUT/.history}
+OUT=$(realpath "$OUT")
+export TRAINSCOPE_HOME=${TRAINSCOPE_HOME:-$OUT/.history}  # keep the demo out of your history
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 RULES=vanishing_gradient,exploding_tensor,dead_loss,loss_not_decreasing,overfit
 

@@ -1,9 +1,11 @@
 // loss_not_decreasing: every num_steps steps, compares the mean of the latest `window` saved
-// loss values with the mean of the `window` values ending at the newest value saved at least
-// num_steps earlier (a moving average shifted by num_steps; the first check waits for both
-// windows to be full); fires when
-// it did not decrease by diff_percent, or rose more than increase_threshold_percent above the
-// best smoothed value so far. window=1 is SageMaker's literal two-sample comparison.
+// loss values with the mean of the `window` values just before them (non-overlapping windows,
+// so the comparison spans at least max(num_steps, window) saved values; the first check waits
+// for both windows to be full); fires when it did not decrease by diff_percent, or rose more
+// than increase_threshold_percent above the best window mean so far. window=1 is SageMaker's
+// literal two-sample comparison. The window grows with the measured noise of the loss until the
+// standard error of the difference is at most noise_percent of the loss, so minibatch noise
+// stays well below the decrease of a healthy run (numbers in docs/rules.md).
 #include <deque>
 #include <map>
 #include <tuple>
@@ -14,16 +16,21 @@
 namespace trainscope::rules {
 namespace {
 
+// Largest comparison window (2 x kMaxWindow values stay within the 4096 kept per series).
+constexpr size_t kMaxWindow = 1000;
+
 class LossNotDecreasing : public Rule {
  public:
   LossNotDecreasing(TensorSelector sel, std::optional<Mode> mode, int64_t num_steps,
-                    double diff_percent, double increase_percent, int64_t window)
+                    double diff_percent, double increase_percent, int64_t window,
+                    double noise_percent)
       : sel_(std::move(sel)),
         mode_(mode),
         num_steps_(num_steps),
         diff_(diff_percent / 100),
         increase_(increase_percent / 100),
-        window_(window) {}
+        window_(window),
+        noise_(noise_percent / 100) {}
   std::vector<const TensorSelector*> Selectors() const override { return {&sel_}; }
 
   void OnStepData(const StepData& d, RuleContext& ctx) override {
@@ -60,6 +67,33 @@ class LossNotDecreasing : public Rule {
     return sum / static_cast<double>(to - from);
   }
 
+  // Noise of one saved value relative to the loss level, from the last n values: the RMS of
+  // successive differences / sqrt(2) (insensitive to a slow trend) over |mean|.
+  static double RelativeNoise(const std::deque<std::pair<int64_t, double>>& p, size_t n) {
+    n = std::min(n, p.size());
+    if (n < 2) return 0;
+    double sq = 0, sum = p.back().second;
+    for (size_t i = p.size() - n + 1; i < p.size(); ++i) {
+      double d = p[i].second - p[i - 1].second;
+      sq += d * d;
+      sum += p[i - 1].second;
+    }
+    double mean = std::fabs(sum / static_cast<double>(n));
+    if (mean == 0) return 0;
+    return std::sqrt(sq / static_cast<double>(n - 1) / 2) / mean;
+  }
+
+  // `window`, grown until the standard error of the difference of two window means,
+  // noise * sqrt(2 / w), is at most noise_percent of the loss (capped at kMaxWindow).
+  size_t EffectiveWindow(const std::deque<std::pair<int64_t, double>>& p) const {
+    size_t w = static_cast<size_t>(window_);
+    if (noise_ <= 0 || w < 2 || p.size() < w) return w;
+    double sigma = RelativeNoise(p, w);
+    double need = std::ceil(2 * (sigma / noise_) * (sigma / noise_));
+    if (!(need > static_cast<double>(w))) return w;
+    return static_cast<size_t>(std::min(need, static_cast<double>(kMaxWindow)));
+  }
+
   // Returns true when a comparison was made; adds the tensor to e->tensors when violated.
   bool Check(Series& s, const std::string& name, Evaluation* e) {
     const auto& p = s.points;
@@ -72,29 +106,39 @@ class LossNotDecreasing : public Rule {
         break;
       }
     }
-    size_t w = static_cast<size_t>(window_);
-    // Both sides need a full window: a mean of fewer noisy minibatch losses cries wolf.
-    if (j == p.size() || j + 1 < w) return false;
+    size_t w = EffectiveWindow(p);
+    // Non-overlapping windows: the baseline window ends before the current one starts. Two
+    // overlapping means share their samples, so the shift they measure is only num_steps while
+    // the noise stays that of two means of `window` independent minibatch losses.
+    if (p.size() < 2 * w) return false;
+    size_t cur_from = p.size() - w;
+    if (j == p.size()) return false;
+    j = std::min(j, cur_from - 1);
+    if (j + 1 < w) return false;
     s.next_check = now + num_steps_;
     size_t base_from = j + 1 - w;
     double baseline = Mean(p, base_from, j + 1);
-    // The two windows may overlap: the overlap cancels in the difference, which stays the
-    // shift of num_steps, while the noise of the difference falls as 1/window.
-    size_t cur_from = p.size() >= w ? p.size() - w : 0;
     double current = Mean(p, cur_from, p.size());
+    // Standard error of (baseline - current), from the sample noise of the current window.
+    double se = std::fabs(baseline) * RelativeNoise(p, static_cast<size_t>(window_)) *
+                std::sqrt(2.0 / static_cast<double>(w));
     double required = baseline - std::fabs(baseline) * diff_;
-    bool increased = std::isfinite(s.best) && current > s.best + std::fabs(s.best) * increase_;
+    // `best` is the lowest of many noisy means, so it sits about two standard errors low: the
+    // rise must clear that too.
+    double ceiling = s.best + std::fabs(s.best) * increase_ + 2 * se;
+    bool increased = std::isfinite(s.best) && current > ceiling;
     s.best = std::min(s.best, std::min(current, baseline));
     if (current > required || increased) {
       e->tensors.push_back(name);
       e->value = current;
-      e->threshold = increased && current <= required ? s.best * (1 + increase_) : required;
+      e->threshold = increased && current <= required ? ceiling : required;
       e->message = increased && current <= required
                        ? name + " rose to " + Fmt(current) + ", more than " + Fmt(increase_ * 100) +
-                             "% above its best " + Fmt(s.best)
+                             "% (+2 standard errors) above its best " + Fmt(s.best)
                        : name + " did not decrease by " + Fmt(diff_ * 100) + "% over " +
-                             std::to_string(now - p[j].first) + " steps: mean " + Fmt(current) +
-                             " (step " + std::to_string(now) + ") vs " + Fmt(baseline) + " (step " +
+                             std::to_string(now - p[j].first) + " steps: mean of " +
+                             std::to_string(w) + " values " + Fmt(current) + " (step " +
+                             std::to_string(now) + ") vs " + Fmt(baseline) + " (step " +
                              std::to_string(p[j].first) + ")";
     } else if (e->tensors.empty()) {
       e->value = current;
@@ -109,6 +153,7 @@ class LossNotDecreasing : public Rule {
   double diff_;
   double increase_;
   int64_t window_;
+  double noise_;
   std::map<std::tuple<std::string, int, std::string>, Series> series_;
 };
 
@@ -128,8 +173,11 @@ RuleType LossNotDecreasingRule() {
         "fires when the loss rises this many percent above its best"),
       PNone("mode", ParamType::kString,
             "TRAIN, EVAL, PREDICT or GLOBAL = every mode, each its own series (default: TRAIN)"),
-      P("window", ParamType::kInt, "20",
+      P("window", ParamType::kInt, "60",
         "saved values averaged on each side of the comparison (1: SageMaker's raw samples)"),
+      P("noise_percent", ParamType::kDouble, "5",
+        "grow the window until the comparison's standard error is this percent of the loss "
+        "(0: fixed window)"),
   };
   t.requirements = [](const RuleParams& p) {
     RuleRequirements r;
@@ -160,12 +208,13 @@ RuleType LossNotDecreasingRule() {
             p.Str("mode") + "'");
       }
     }
-    if (p.Int("num_steps") < 1 || p.Int("window") < 1) {
-      return Status::InvalidArgument("rule loss_not_decreasing: num_steps and window must be >= 1");
+    if (p.Int("num_steps") < 1 || p.Int("window") < 1 || p.Double("noise_percent") < 0) {
+      return Status::InvalidArgument(
+          "rule loss_not_decreasing: num_steps and window must be >= 1, noise_percent >= 0");
     }
-    return std::unique_ptr<Rule>(
-        new LossNotDecreasing(sel.value(), mode, p.Int("num_steps"), p.Double("diff_percent"),
-                              p.Double("increase_threshold_percent"), p.Int("window")));
+    return std::unique_ptr<Rule>(new LossNotDecreasing(
+        sel.value(), mode, p.Int("num_steps"), p.Double("diff_percent"),
+        p.Double("increase_threshold_percent"), p.Int("window"), p.Double("noise_percent")));
   };
   return t;
 }

@@ -28,7 +28,7 @@ TEST(LossNotDecreasing, FiresOnPlateau) {
   const Evaluation* v = ctx.FirstViolation();
   ASSERT_NE(v, nullptr);
   EXPECT_GE(v->step, 100);
-  EXPECT_LE(v->step, 130);  // once both windows lie in the plateau
+  EXPECT_LE(v->step, 160);  // once the current window lies in the plateau
 }
 
 // A healthy, noisy minibatch loss (5% noise, decreasing) must not fire with the defaults.
@@ -39,14 +39,36 @@ TEST(LossNotDecreasing, NoisyHealthyTrainingDoesNotFire) {
     double loss = 2.3 * std::exp(-s / 150.0) + 0.3;
     rule->OnStepData(LossStep(s, loss * (1 + 0.05 * Noise(s))), ctx);
   }
-  EXPECT_GT(ctx.evals.size(), 30u);
+  EXPECT_GT(ctx.evals.size(), 25u);
   EXPECT_EQ(ctx.Violations(), 0);
+}
+
+// Like the digits example: minibatch losses scatter ±46 % (sd) around a curve that falls ~15 %
+// per 60 steps late in training. Two means of 60 such values differ by ~8 % sd, below the
+// healthy decrease, so no seed may fire; a frozen model (±1 % noise) fires at the first check.
+TEST(LossNotDecreasing, HeavyMinibatchNoiseDoesNotFireButFrozenDoes) {
+  int fired = 0;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    auto rule = MakeRule(LossNotDecreasingRule());
+    FakeContext ctx;
+    for (int s = 0; s < 600; ++s) {
+      double loss = 2.0 * std::exp(-s / 250.0) + 0.02;
+      rule->OnStepData(LossStep(s, loss * (1 + 0.8 * Noise(seed * 7919 + s))), ctx);
+    }
+    fired += ctx.Violations() > 0;
+  }
+  EXPECT_EQ(fired, 0);
+  auto frozen = MakeRule(LossNotDecreasingRule());
+  FakeContext ctx;
+  for (int s = 0; s < 600; ++s) frozen->OnStepData(LossStep(s, 2.3 * (1 + 0.01 * Noise(s))), ctx);
+  ASSERT_NE(ctx.FirstViolation(), nullptr);
+  EXPECT_EQ(ctx.FirstViolation()->step, 119);  // first check: 2 x window saved values
 }
 
 TEST(LossNotDecreasing, FiresOnIncrease) {
   auto rule = MakeRule(LossNotDecreasingRule());
   FakeContext ctx;
-  for (int s = 0; s < 60; ++s) rule->OnStepData(LossStep(s, 1.0 + s * 0.05), ctx);
+  for (int s = 0; s < 200; ++s) rule->OnStepData(LossStep(s, 1.0 + s * 0.05), ctx);
   ASSERT_NE(ctx.FirstViolation(), nullptr);
   EXPECT_EQ(ctx.FirstViolation()->tensors, std::vector<std::string>{"losses/loss"});
 }
@@ -54,17 +76,17 @@ TEST(LossNotDecreasing, FiresOnIncrease) {
 TEST(LossNotDecreasing, ModeFilter) {
   auto rule = MakeRule(LossNotDecreasingRule(), {{"mode", "EVAL"}});
   FakeContext ctx;
-  for (int s = 0; s < 60; ++s) rule->OnStepData(LossStep(s, 1.0), ctx);  // TRAIN plateau
+  for (int s = 0; s < 150; ++s) rule->OnStepData(LossStep(s, 1.0), ctx);  // TRAIN plateau
   EXPECT_TRUE(ctx.evals.empty());
 }
 
 TEST(LossNotDecreasing, EvalBatchesIgnoredByDefault) {
   auto rule = MakeRule(LossNotDecreasingRule());
   FakeContext ctx;
-  for (int s = 0; s < 60; ++s) rule->OnStepData(LossStep(s, 1.0, Mode::kEval), ctx);
+  for (int s = 0; s < 150; ++s) rule->OnStepData(LossStep(s, 1.0, Mode::kEval), ctx);
   EXPECT_TRUE(ctx.evals.empty());
   auto global = MakeRule(LossNotDecreasingRule(), {{"mode", "GLOBAL"}});
-  for (int s = 0; s < 60; ++s) global->OnStepData(LossStep(s, 1.0, Mode::kEval), ctx);
+  for (int s = 0; s < 150; ++s) global->OnStepData(LossStep(s, 1.0, Mode::kEval), ctx);
   EXPECT_GT(ctx.Violations(), 0);
 }
 
