@@ -29,12 +29,18 @@ Args Parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--out") a.out = v;
-    else if (k == "--steps") a.steps = std::stoi(v);
-    else if (k == "--lr") a.lr = std::stod(v);
-    else if (k == "--save-interval") a.save_interval = std::stoi(v);
-    else if (k == "--fault") a.fault = v;
-    else std::fprintf(stderr, "unknown option %s\n", k.c_str());
+    if (k == "--out")
+      a.out = v;
+    else if (k == "--steps")
+      a.steps = std::stoi(v);
+    else if (k == "--lr")
+      a.lr = std::stod(v);
+    else if (k == "--save-interval")
+      a.save_interval = std::stoi(v);
+    else if (k == "--fault")
+      a.fault = v;
+    else
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
   }
   return a;
 }

@@ -2,16 +2,15 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-
-#include <chrono>
-#include <thread>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "server/http.h"
 #include "server/security.h"

@@ -215,19 +215,18 @@ int Run(Context& ctx) {
   std::unique_ptr<MetricsServer> metrics;
   if (!metrics_port.empty()) {
     std::string run_label = manifest.name;
-    auto m = MetricsServer::Start(
-        {metrics_host, std::atoi(metrics_port.c_str()), token},
-        [&metrics_mu, &metrics_reader, out, run_label]() -> std::string {
-          std::lock_guard<std::mutex> lock(metrics_mu);
-          if (!metrics_reader) {
-            auto r = RunReader::Open(out);
-            if (!r.ok()) return "";
-            metrics_reader = std::move(r).value();
-          } else {
-            (void)metrics_reader->Refresh();
-          }
-          return RenderRunMetrics(*metrics_reader, run_label);
-        });
+    auto m = MetricsServer::Start({metrics_host, std::atoi(metrics_port.c_str()), token},
+                                  [&metrics_mu, &metrics_reader, out, run_label]() -> std::string {
+                                    std::lock_guard<std::mutex> lock(metrics_mu);
+                                    if (!metrics_reader) {
+                                      auto r = RunReader::Open(out);
+                                      if (!r.ok()) return "";
+                                      metrics_reader = std::move(r).value();
+                                    } else {
+                                      (void)metrics_reader->Refresh();
+                                    }
+                                    return RenderRunMetrics(*metrics_reader, run_label);
+                                  });
     if (m.ok()) {
       metrics = std::move(m).value();
     } else {

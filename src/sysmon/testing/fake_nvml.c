@@ -92,7 +92,8 @@ static int MetricIndex(const char* s) {
 
 static void Reset(void) {
   memset(g_gpus, 0, sizeof(g_gpus));
-  for (int i = 0; i < FAKE_MAX_GPUS; ++i) snprintf(g_gpus[i].name, sizeof(g_gpus[i].name), "Fake GPU %d", i);
+  for (int i = 0; i < FAKE_MAX_GPUS; ++i)
+    snprintf(g_gpus[i].name, sizeof(g_gpus[i].name), "Fake GPU %d", i);
   g_count = 1;
   g_init_result = NVML_SUCCESS;
   g_fail_after = -1;
@@ -109,20 +110,34 @@ static void ParseGpuLine(struct FakeGpu* g, const char* key, char* rest) {
     if (n >= sizeof(g->name)) n = sizeof(g->name) - 1;
     memcpy(g->name, rest, n);
     g->name[n] = '\0';
-  } else if (strcmp(key, "util") == 0) g->util = (unsigned)v;
-  else if (strcmp(key, "util_step") == 0) g->util_step = (unsigned)v;
-  else if (strcmp(key, "mem_util") == 0) g->mem_util = (unsigned)v;
-  else if (strcmp(key, "mem_total") == 0) g->mem_total = strtoull(rest, NULL, 10);
-  else if (strcmp(key, "mem_used") == 0) g->mem_used = strtoull(rest, NULL, 10);
-  else if (strcmp(key, "power_mw") == 0) g->power_mw = (unsigned)v;
-  else if (strcmp(key, "power_limit_mw") == 0) g->power_limit_mw = (unsigned)v;
-  else if (strcmp(key, "temp") == 0) g->temp = (unsigned)v;
-  else if (strcmp(key, "sm_clock") == 0) g->sm_clock = (unsigned)v;
-  else if (strcmp(key, "gpm") == 0) g->gpm = (int)v;
-  else if (strcmp(key, "sm_util") == 0) g->sm_util = v;
-  else if (strcmp(key, "sm_occupancy") == 0) g->sm_occupancy = v;
-  else if (strcmp(key, "tensor_util") == 0) g->tensor_util = v;
-  else if (strcmp(key, "dram_util") == 0) g->dram_util = v;
+  } else if (strcmp(key, "util") == 0)
+    g->util = (unsigned)v;
+  else if (strcmp(key, "util_step") == 0)
+    g->util_step = (unsigned)v;
+  else if (strcmp(key, "mem_util") == 0)
+    g->mem_util = (unsigned)v;
+  else if (strcmp(key, "mem_total") == 0)
+    g->mem_total = strtoull(rest, NULL, 10);
+  else if (strcmp(key, "mem_used") == 0)
+    g->mem_used = strtoull(rest, NULL, 10);
+  else if (strcmp(key, "power_mw") == 0)
+    g->power_mw = (unsigned)v;
+  else if (strcmp(key, "power_limit_mw") == 0)
+    g->power_limit_mw = (unsigned)v;
+  else if (strcmp(key, "temp") == 0)
+    g->temp = (unsigned)v;
+  else if (strcmp(key, "sm_clock") == 0)
+    g->sm_clock = (unsigned)v;
+  else if (strcmp(key, "gpm") == 0)
+    g->gpm = (int)v;
+  else if (strcmp(key, "sm_util") == 0)
+    g->sm_util = v;
+  else if (strcmp(key, "sm_occupancy") == 0)
+    g->sm_occupancy = v;
+  else if (strcmp(key, "tensor_util") == 0)
+    g->tensor_util = v;
+  else if (strcmp(key, "dram_util") == 0)
+    g->dram_util = v;
   else if (strcmp(key, "proc") == 0 && g->nprocs < FAKE_MAX_PROCS) {
     unsigned long long pid = 0, mem = 0;
     if (sscanf(rest, "%llu %llu", &pid, &mem) == 2) {
@@ -132,7 +147,8 @@ static void ParseGpuLine(struct FakeGpu* g, const char* key, char* rest) {
     }
   } else if (strcmp(key, "unsupported") == 0) {
     char what[32] = {0};
-    if (sscanf(rest, "%31s", what) == 1 && MetricIndex(what) >= 0) g->unsupported[MetricIndex(what)] = 1;
+    if (sscanf(rest, "%31s", what) == 1 && MetricIndex(what) >= 0)
+      g->unsupported[MetricIndex(what)] = 1;
   }
 }
 
@@ -274,7 +290,7 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensor
 
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int* mhz) {
   struct FakeGpu* g = NULL;
-  if (type != NVML_CLOCK_SM) return NVML_ERROR_INVALID_ARGUMENT;  /* trainscope asks for SM */
+  if (type != NVML_CLOCK_SM) return NVML_ERROR_INVALID_ARGUMENT; /* trainscope asks for SM */
   nvmlReturn_t r = Query(device, &g, G_CLOCK);
   if (r == NVML_SUCCESS) *mhz = g->sm_clock;
   return r;
@@ -323,7 +339,8 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int* 
 
 nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t* support) {
   struct FakeGpu* g = NULL;
-  if (support == NULL || support->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_INVALID_ARGUMENT;
+  if (support == NULL || support->version != NVML_GPM_SUPPORT_VERSION)
+    return NVML_ERROR_INVALID_ARGUMENT;
   nvmlReturn_t r = Query(device, &g, -1);
   if (r != NVML_SUCCESS) return r;
   support->isSupportedDevice = g->gpm ? 1u : 0u;
@@ -357,17 +374,27 @@ nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* m) {
   if (m == NULL || m->version != NVML_GPM_METRICS_GET_VERSION || m->sample1 == NULL ||
       m->sample2 == NULL || m->sample1->device != m->sample2->device ||
       m->sample1->serial >= m->sample2->serial) {
-    return NVML_ERROR_INVALID_ARGUMENT;  /* the real library wants two ordered samples */
+    return NVML_ERROR_INVALID_ARGUMENT; /* the real library wants two ordered samples */
   }
   struct FakeGpu* g = &g_gpus[m->sample2->device];
   for (unsigned int i = 0; i < m->numMetrics; ++i) {
     m->metrics[i].nvmlReturn = NVML_SUCCESS;
     switch (m->metrics[i].metricId) {
-      case NVML_GPM_METRIC_SM_UTIL: m->metrics[i].value = g->sm_util; break;
-      case NVML_GPM_METRIC_SM_OCCUPANCY: m->metrics[i].value = g->sm_occupancy; break;
-      case NVML_GPM_METRIC_ANY_TENSOR_UTIL: m->metrics[i].value = g->tensor_util; break;
-      case NVML_GPM_METRIC_DRAM_BW_UTIL: m->metrics[i].value = g->dram_util; break;
-      default: m->metrics[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED; break;
+      case NVML_GPM_METRIC_SM_UTIL:
+        m->metrics[i].value = g->sm_util;
+        break;
+      case NVML_GPM_METRIC_SM_OCCUPANCY:
+        m->metrics[i].value = g->sm_occupancy;
+        break;
+      case NVML_GPM_METRIC_ANY_TENSOR_UTIL:
+        m->metrics[i].value = g->tensor_util;
+        break;
+      case NVML_GPM_METRIC_DRAM_BW_UTIL:
+        m->metrics[i].value = g->dram_util;
+        break;
+      default:
+        m->metrics[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        break;
     }
   }
   return NVML_SUCCESS;
