@@ -105,4 +105,21 @@ inline void SplitBatch(const std::vector<int64_t>& shape, int64_t* batch, int64_
   for (size_t i = 1; i < shape.size(); ++i) *per_sample *= shape[i];
 }
 
+// Rules that read the training/validation loss (dead_loss, overfit, overtraining): the losses
+// collection, or only the losses matching `tensor_regex` when it is given; saved every step in
+// TRAIN and EVAL.
+inline RuleRequirements LossRequirements(const RuleParams& p) {
+  RuleRequirements r;
+  r.collections = {"losses"};
+  if (p.IsSet("tensor_regex")) r.regexes = {p.Str("tensor_regex")};
+  r.modes = {Mode::kTrain, Mode::kEval};
+  r.save_interval = 1;
+  return r;
+}
+inline Result<TensorSelector> LossSelector(const RuleParams& p) {
+  std::vector<std::string> colls;
+  if (!p.IsSet("tensor_regex")) colls = {"losses"};
+  return TensorSelector::Make(colls, p.Str("tensor_regex"));
+}
+
 }  // namespace trainscope::rules

@@ -63,18 +63,9 @@ RuleType DeadLossRule() {
       P("rtol", ParamType::kDouble, "1e-7", "relative tolerance for 'constant'"),
       P("atol", ParamType::kDouble, "0", "absolute tolerance for 'constant'"),
   };
-  t.requirements = [](const RuleParams& p) {
-    RuleRequirements r;
-    r.collections = {"losses"};
-    if (p.IsSet("tensor_regex")) r.regexes = {p.Str("tensor_regex")};
-    r.modes = {Mode::kTrain, Mode::kEval};
-    r.save_interval = 1;
-    return r;
-  };
+  t.requirements = LossRequirements;
   t.create = [](const RuleParams& p) -> Result<std::unique_ptr<Rule>> {
-    std::vector<std::string> colls;
-    if (!p.IsSet("tensor_regex")) colls = {"losses"};
-    auto sel = TensorSelector::Make(colls, p.Str("tensor_regex"));
+    auto sel = LossSelector(p);
     if (!sel.ok()) return sel.status();
     if (p.Int("num_steps") < 2) {
       return Status::InvalidArgument("rule dead_loss: num_steps must be >= 2");

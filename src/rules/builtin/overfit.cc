@@ -127,18 +127,9 @@ RuleType OverfitRule() {
       P("trend_evaluations", ParamType::kInt, "8",
         "latest EVAL phases whose validation-loss slope must be significantly upward"),
   };
-  t.requirements = [](const RuleParams& p) {
-    RuleRequirements r;
-    r.collections = {"losses"};
-    if (p.IsSet("tensor_regex")) r.regexes = {p.Str("tensor_regex")};
-    r.modes = {Mode::kTrain, Mode::kEval};
-    r.save_interval = 1;
-    return r;
-  };
+  t.requirements = LossRequirements;
   t.create = [](const RuleParams& p) -> Result<std::unique_ptr<Rule>> {
-    std::vector<std::string> colls;
-    if (!p.IsSet("tensor_regex")) colls = {"losses"};
-    auto sel = TensorSelector::Make(colls, p.Str("tensor_regex"));
+    auto sel = LossSelector(p);
     if (!sel.ok()) return sel.status();
     if (p.Int("patience") < 1 || p.Int("window") < 1) {
       return Status::InvalidArgument("rule overfit: patience and window must be >= 1");

@@ -117,18 +117,9 @@ RuleType OvertrainingRule() {
         "minimum improvement in percent of the best for a new best"),
       P("window", ParamType::kInt, "50", "TRAIN loss values averaged before comparing"),
   };
-  t.requirements = [](const RuleParams& p) {
-    RuleRequirements r;
-    r.collections = {"losses"};
-    if (p.IsSet("tensor_regex")) r.regexes = {p.Str("tensor_regex")};
-    r.modes = {Mode::kTrain, Mode::kEval};
-    r.save_interval = 1;
-    return r;
-  };
+  t.requirements = LossRequirements;
   t.create = [](const RuleParams& p) -> Result<std::unique_ptr<Rule>> {
-    std::vector<std::string> colls;
-    if (!p.IsSet("tensor_regex")) colls = {"losses"};
-    auto sel = TensorSelector::Make(colls, p.Str("tensor_regex"));
+    auto sel = LossSelector(p);
     if (!sel.ok()) return sel.status();
     if (p.Int("patience_train") < 1 || p.Int("patience_validation") < 1 || p.Int("window") < 1 ||
         p.Double("delta") < 0 || p.Double("delta_percent") < 0) {
