@@ -7,6 +7,6 @@ PY=${PYTHON:-.venv/bin/python}
 echo "== store";        bash bench/run_store.sh "$b"
 echo "== stats";        bash bench/run_stats.sh "$b"
 echo "== rules";        "$b/bench/rules_bench"
-echo "== sysmon";       /usr/bin/python3 bench/sysmon_vs_psutil.py "$b"
+echo "== sysmon";       /usr/bin/python3 bench/sysmon_vs_psutil.py "$b/bench"
 echo "== report";       BUILD="$b" bash bench/report_bench.sh
 echo "== hook overhead"; "$PY" bench/step_overhead.py
