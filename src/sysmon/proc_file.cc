@@ -21,7 +21,8 @@ ReadResult ReadSmallFile(const std::string& path, std::string* out) {
   ReadResult result = ReadResult::kOk;
   for (;;) {
     if (out->size() - used < 1024) out->resize(out->size() < 4096 ? 4096 : out->size() * 2);
-    ssize_t n = ::read(fd, out->data() + used, out->size() - used);
+    size_t want = out->size() - used;
+    ssize_t n = ::read(fd, out->data() + used, want);
     if (n < 0) {
       if (errno == EINTR) continue;
       result = errno == ESRCH ? ReadResult::kMissing : ReadResult::kError;
@@ -29,6 +30,9 @@ ReadResult ReadSmallFile(const std::string& path, std::string* out) {
     }
     if (n == 0) break;
     used += static_cast<size_t>(n);
+    // A short read is the end: regular files, sysfs attributes and seq_file-backed /proc files
+    // all fill the buffer unless they reached EOF. Saves one read() per file per sample.
+    if (static_cast<size_t>(n) < want) break;
   }
   ::close(fd);
   out->resize(result == ReadResult::kOk ? used : 0);
