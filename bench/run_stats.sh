@@ -55,9 +55,16 @@ for n in (10_000, 1_000_000, 10_000_000):
           f"{np_s * 1e3:>9.3f} {real_s(ours) * 1e3:>8.3f} {np_s / real_s(ours):>7.1f}x "
           f"{np_cpu * 1e3:>8.3f}/{ours_cpu * 1e3:<7.3f} {np_cpu / ours_cpu:>7.1f}x")
 print()
+print("Reference: the same float32 sum accumulated in double (every element widened, as any "
+      "double-accumulating kernel must)")
+print(f"{'size':>10} {'as-double GB/s':>15} {'/ sum':>6} {'ours / as-double':>17}")
+for n in (10_000, 1_000_000, 10_000_000):
+    ours, base, dbl = f"BM_ComputeStats_f32/{n}", f"BM_PlainSum/{n}", f"BM_SumAsDouble/{n}"
+    print(f"{n:>10} {gbs(dbl):>15.2f} {gbs(dbl) / gbs(base):>6.2f} {gbs(ours) / gbs(dbl):>17.2f}")
+print()
 for name in ("BM_ComputeStats_f16/1000000", "BM_ComputeStats_bf16/1000000",
              "BM_ComputeStats_f32_offset/1000000", "BM_ComputeStats_f32_generic/1000000",
-             "BM_ComputeStats_f32_avx2/1000000"):
+             "BM_ComputeStats_f32_avx2/1000000", "BM_ComputeStats_f32_avx512/1000000"):
     if name in med:
         print(f"{name:<40} {gbs(name):6.2f} GB/s  {real_s(name) * 1e3:8.3f} ms")
 PY

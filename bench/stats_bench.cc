@@ -1,6 +1,7 @@
 // Micro-benchmarks of ComputeStats, against a plain float sum over the same buffer (the read
 // bandwidth a single pass can reach). bench/run_stats.sh turns the output into ratios.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <cstring>
 #include <random>
@@ -63,6 +64,25 @@ __attribute__((target("avx2"))) float SumAvx2(const float* p, size_t n) {
   return total;
 }
 
+// The same sum accumulated in double: every element widened (vcvtps2pd) and added. Any kernel
+// that accumulates float32 data in double, as ComputeStats must, does at least this much work,
+// so this is the ceiling for it on this CPU.
+__attribute__((target("avx2"))) double SumAsDoubleAvx2(const float* p, size_t n) {
+  __m256d a = _mm256_setzero_pd(), b = a, c = a, d = a;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm_loadu_ps(p + i)));
+    b = _mm256_add_pd(b, _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4)));
+    c = _mm256_add_pd(c, _mm256_cvtps_pd(_mm_loadu_ps(p + i + 8)));
+    d = _mm256_add_pd(d, _mm256_cvtps_pd(_mm_loadu_ps(p + i + 12)));
+  }
+  double s[4];
+  _mm256_storeu_pd(s, _mm256_add_pd(_mm256_add_pd(a, b), _mm256_add_pd(c, d)));
+  double total = (s[0] + s[1]) + (s[2] + s[3]);
+  for (; i < n; ++i) total += p[i];
+  return total;
+}
+
 float SumPortable(const float* p, size_t n) {
   float acc[8] = {};
   size_t i = 0;
@@ -84,6 +104,18 @@ void BM_PlainSum(benchmark::State& state) {
   for (auto _ : state) {
     benchmark::DoNotOptimize(avx2 ? SumAvx2(p, n) : SumPortable(p, n));
   }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(n * sizeof(float)));
+}
+
+// Reference point, not the baseline: the float32 sum accumulated in double.
+void BM_SumAsDouble(benchmark::State& state) {
+  const size_t n = size_t(state.range(0));
+  const auto* p = reinterpret_cast<const float*>(Buffer(n, DType::kFloat32).data());
+  if (!__builtin_cpu_supports("avx2")) {
+    state.SkipWithError("needs AVX2");
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(SumAsDoubleAvx2(p, n));
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(n * sizeof(float)));
 }
 
@@ -123,13 +155,19 @@ void BM_ComputeStats_f32_avx2(benchmark::State& state) {
   RunStats(state, DType::kFloat32, 0, stats_internal::FindKernels("avx2"));
 }
 
+void BM_ComputeStats_f32_avx512(benchmark::State& state) {
+  RunStats(state, DType::kFloat32, 0, stats_internal::FindKernels("avx512"));
+}
+
 BENCHMARK(BM_PlainSum)->Arg(10'000)->Arg(1'000'000)->Arg(10'000'000);
+BENCHMARK(BM_SumAsDouble)->Arg(10'000)->Arg(1'000'000)->Arg(10'000'000);
 BENCHMARK(BM_ComputeStats_f32)->Arg(10'000)->Arg(1'000'000)->Arg(10'000'000);
 BENCHMARK(BM_ComputeStats_f16)->Arg(1'000'000);
 BENCHMARK(BM_ComputeStats_bf16)->Arg(1'000'000);
 BENCHMARK(BM_ComputeStats_f32_offset)->Arg(1'000'000);
 BENCHMARK(BM_ComputeStats_f32_generic)->Arg(1'000'000);
 BENCHMARK(BM_ComputeStats_f32_avx2)->Arg(1'000'000);
+BENCHMARK(BM_ComputeStats_f32_avx512)->Arg(1'000'000);
 
 }  // namespace
 }  // namespace trainscope

@@ -23,6 +23,11 @@ bool CpuHas(std::string_view name) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c");
   }
+  if (name == "avx512") {
+    return CpuHas("avx2") && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq");
+  }
 #endif
   return name == "generic";
 }
@@ -55,14 +60,17 @@ const KernelTable* FindKernels(std::string_view name) {
   if (name == "generic") return &kGenericKernels;
 #if defined(__x86_64__)
   if (name == "avx2") return &kAvx2Kernels;
+  if (name == "avx512") return &kAvx512Kernels;
 #endif
   return nullptr;
 }
 
 const KernelTable& BestKernels() {
   static const KernelTable* const best = [] {
-    const KernelTable* avx2 = FindKernels("avx2");
-    return avx2 != nullptr ? avx2 : &kGenericKernels;
+    for (const char* name : {"avx512", "avx2"}) {
+      if (const KernelTable* k = FindKernels(name)) return k;
+    }
+    return &kGenericKernels;
   }();
   return *best;
 }

@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#if defined(__F16C__)
-#include <immintrin.h>  // _mm256_cvtph_ps; its functions never get out-of-line copies
+#if defined(__F16C__) || defined(__AVX512VL__)
+#include <immintrin.h>  // _mm256_cvtph_ps, _mm256_cmp_*_mask; never get out-of-line copies
 #endif
 
 #include "stats/half.h"
@@ -150,7 +150,45 @@ struct Vec {
     return VD(VI(d) & (VI{} + int64_t(0x7fffffffffffffffLL)));
   }
   static TS_ALWAYS_INLINE VW Splat(W w) { return VW{} + w; }
+
+#if defined(__AVX512VL__)
+  // AVX-512VL: a comparison writes a mask register, counted by popcnt on the integer ALUs, so
+  // the sign counts cost one vector operation each instead of two.
+  static constexpr bool kMaskCounts = kVectorBytes == 32;
+  // Bit j set where lane j of v is < 0 (kLess) or > 0.
+  template <bool kLess>
+  static TS_ALWAYS_INLINE unsigned SignMask(VW v) {
+    constexpr int pred = kLess ? _CMP_LT_OQ : _CMP_GT_OQ;
+    if constexpr (sizeof(W) == 4) {
+      __m256 x;
+      __builtin_memcpy(&x, &v, sizeof(x));
+      return _mm256_cmp_ps_mask(x, _mm256_setzero_ps(), pred);
+    } else {
+      __m256d x;
+      __builtin_memcpy(&x, &v, sizeof(x));
+      return _mm256_cmp_pd_mask(x, _mm256_setzero_pd(), pred);
+    }
+  }
+#else
+  static constexpr bool kMaskCounts = false;
+  template <bool kLess>
+  static unsigned SignMask(VW) { return 0; }
+#endif
 };
+
+// acc + x. Where the TU has FMA it is computed as acc * one + x (exact: the product is acc),
+// which runs on the multiply-add units: the adders are the busier ones in FastBlock's loop
+// (sums, minimum, maximum), so this balances the two (about 10% faster on Zen 4 with mask-register
+// sign counts; slower in the AVX2 build, whose comparisons share those units).
+template <class VD>
+TS_ALWAYS_INLINE VD Accumulate(VD acc, VD x, VD one) {
+#if defined(__FMA__) && defined(__AVX512VL__)
+  return acc * one + x;  // contracted to one vfmadd (-ffp-contract=fast)
+#else
+  (void)one;
+  return acc + x;
+#endif
+}
 
 // Second pass over a block already in L1: M2 and the mean correction around `mean`.
 template <class L>
@@ -195,14 +233,56 @@ TS_ALWAYS_INLINE bool FastBlock(const typename L::Src* p, uint32_t n, Block* b) 
   typename V::VW mn = V::Splat(inf), mx = V::Splat(-inf);
   const typename V::VW zero = {};
   typename V::VC neg = {}, pos = {};
-  typename V::VD s[V::R] = {}, q[V::R] = {}, a[V::R] = {};
+  uint32_t neg_bits = 0, pos_bits = 0;  // with mask counts
+  typename V::VD s[V::R] = {}, q[V::R] = {}, q2[V::R] = {}, a[V::R] = {};
+  typename V::VD one = typename V::VD{} + 1.0;
+  __asm__("" : "+x"(one));  // opaque, so acc * one + x stays a fused multiply-add
   uint32_t i = 0;
+  // Two vectors per iteration, combined pairwise before they reach the accumulators, so each
+  // loop-carried chain is one add per 2 * kW elements: with one vector per iteration the loop
+  // waited on the latency of the fused multiply-add chain rather than on the ALUs.
+  for (; V::kMaskCounts && i + 2 * V::kW <= n; i += 2 * V::kW) {  // (the AVX2 build would spill)
+    const typename V::VW v = V::Load(p + i);
+    const typename V::VW w = V::Load(p + i + V::kW);
+    const typename V::VW lo2 = v < w ? v : w;
+    const typename V::VW hi2 = v > w ? v : w;
+    mn = lo2 < mn ? lo2 : mn;
+    mx = hi2 > mx ? hi2 : mx;
+    if constexpr (V::kMaskCounts) {
+      neg_bits += uint32_t(__builtin_popcount(V::template SignMask<true>(v) |
+                                              (V::template SignMask<true>(w) << V::kW)));
+      pos_bits += uint32_t(__builtin_popcount(V::template SignMask<false>(v) |
+                                              (V::template SignMask<false>(w) << V::kW)));
+    } else {
+      neg -= (v < zero) + (w < zero);  // comparisons give -1 per true lane
+      pos -= (v > zero) + (w > zero);
+    }
+    const typename V::VD d0 = V::template Widen<0>(v, p + i);
+    const typename V::VD e0 = V::template Widen<0>(w, p + i + V::kW);
+    s[0] = Accumulate(s[0], d0 + e0, one);
+    q[0] += d0 * d0;  // two accumulators: fused multiply-adds only, no adder work
+    q2[0] += e0 * e0;
+    a[0] = Accumulate(a[0], V::Abs(d0) + V::Abs(e0), one);
+    if constexpr (V::R == 2) {
+      const typename V::VD d1 = V::template Widen<1>(v, p + i);
+      const typename V::VD e1 = V::template Widen<1>(w, p + i + V::kW);
+      s[1] = Accumulate(s[1], d1 + e1, one);
+      q[1] += d1 * d1;
+      q2[1] += e1 * e1;
+      a[1] = Accumulate(a[1], V::Abs(d1) + V::Abs(e1), one);
+    }
+  }
   for (; i + V::kW <= n; i += V::kW) {
     const typename V::VW v = V::Load(p + i);
     mn = v < mn ? v : mn;
     mx = v > mx ? v : mx;
-    neg -= v < zero;  // comparisons give -1 per true lane
-    pos -= v > zero;
+    if constexpr (V::kMaskCounts) {
+      neg_bits += uint32_t(__builtin_popcount(V::template SignMask<true>(v)));
+      pos_bits += uint32_t(__builtin_popcount(V::template SignMask<false>(v)));
+    } else {
+      neg -= v < zero;  // comparisons give -1 per true lane
+      pos -= v > zero;
+    }
     const typename V::VD d0 = V::template Widen<0>(v, p + i);
     s[0] += d0;
     q[0] += d0 * d0;
@@ -215,7 +295,7 @@ TS_ALWAYS_INLINE bool FastBlock(const typename L::Src* p, uint32_t n, Block* b) 
     }
   }
   W lo = inf, hi = -inf;
-  uint64_t negatives = 0, positives = 0;
+  uint64_t negatives = neg_bits, positives = pos_bits;
   double sum = 0, sq = 0, l1 = 0;
   for (; i < n; ++i) {
     const W v = L::Get(p, i);
@@ -235,7 +315,7 @@ TS_ALWAYS_INLINE bool FastBlock(const typename L::Src* p, uint32_t n, Block* b) 
     positives += uint64_t(pos[j]);
   }
   for (int r = 0; r < V::R; ++r) {
-    for (int j = 0; j < V::kD; ++j) sum += s[r][j], sq += q[r][j], l1 += a[r][j];
+    for (int j = 0; j < V::kD; ++j) sum += s[r][j], sq += q[r][j] + q2[r][j], l1 += a[r][j];
   }
   if (!(sum - sum == 0) || !(sq - sq == 0)) return false;  // NaN, Inf or overflow
   b->n = n;

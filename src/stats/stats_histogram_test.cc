@@ -106,7 +106,7 @@ TEST_P(HistogramTest, MisalignedBuffer) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, HistogramTest, testing::Values("generic", "avx2"),
+INSTANTIATE_TEST_SUITE_P(Kernels, HistogramTest, testing::Values("generic", "avx2", "avx512"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

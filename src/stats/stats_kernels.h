@@ -15,9 +15,14 @@
 
 namespace trainscope::stats_internal {
 
-// Elements per block: a block (at most 16 KiB) is summarised, then re-read from L1 when its
-// variance needs a second pass, and merged into the running summary with Chan's formula.
-inline constexpr uint32_t kBlockElements = 2048;
+// Bytes per block: a block is summarised, then re-read from L1 when its variance needs a second
+// pass, and merged into the running summary with Chan's formula. 16 KiB (4096 float32 values)
+// keeps a block in any L1 while making the per-block work (reductions, merge) a few per cent.
+inline constexpr uint32_t kBlockBytes = 16384;
+// Elements per block for a dtype of `element_size` bytes.
+constexpr uint32_t BlockElements(size_t element_size) {
+  return uint32_t(kBlockBytes / element_size);
+}
 
 // Running summary of the finite elements seen so far, plus the non-finite/sign counts of all.
 // The mean is kept as an unevaluated sum mean_hi + mean_lo (|mean_lo| <= ulp(mean_hi)/2), so
@@ -51,7 +56,7 @@ struct HistSpec {
 };
 
 struct KernelTable {
-  const char* name;  // "generic", "avx2"
+  const char* name;  // "generic", "avx2", "avx512"
   // Summarises `count` elements of `dtype` into *out (which must start default-constructed).
   // When `hist` is non-null its range is known and each block is also binned while in cache.
   void (*summarize)(const void* data, size_t count, DType dtype, const HistSpec* hist,
@@ -63,9 +68,10 @@ struct KernelTable {
 extern const KernelTable kGenericKernels;
 #if defined(__x86_64__)
 extern const KernelTable kAvx2Kernels;
+extern const KernelTable kAvx512Kernels;
 #endif
 
-// The kernels named `name` ("generic", "avx2"), or nullptr when unknown or when this
+// The kernels named `name` ("generic", "avx2", "avx512"), or nullptr when unknown or when this
 // CPU lacks the instructions. Tests and benchmarks use it to run every variant.
 const KernelTable* FindKernels(std::string_view name);
 // The fastest kernels this CPU supports (chosen once).

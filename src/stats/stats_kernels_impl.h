@@ -1,13 +1,13 @@
 // stats_kernels_impl.h — the statistics kernels, compiled once per instruction set.
 //
 // Include only from stats_kernels_<isa>.cc after defining
-//   TS_STATS_ISA           namespace name for this copy (generic, avx2)
+//   TS_STATS_ISA           namespace name for this copy (generic, avx2, avx512)
 //   TS_STATS_VECTOR_BYTES  width of one SIMD register (16 or 32)
 // Where the TU has FMA it is built with -ffp-contract=fast: x += d * d becomes one fused (more
 // accurate) operation. Everything here has internal linkage and calls no library templates, so
 // no AVX code can reach the generic path through the linker (see stats_kernels.h).
 //
-// Per block of kBlockElements elements (stats_block_impl.h):
+// Per block of kBlockBytes bytes (stats_block_impl.h):
 //   pass 1, vectorised, no branches: min, max, <0 and >0 counts in the element type; sum,
 //     sum |x| and sum x^2 in double. Explicit vectors (GCC vector extensions), so nothing needs
 //     reassociating and the lanes are the independent accumulators.
@@ -19,8 +19,10 @@
 //     two-pass algorithm, whose mean correction sum(d)/n is kept as mean_lo.
 //   Blocks merge into the running Partial with Chan's formula, the mean as hi + lo so that
 //     the difference of two means sitting on a large offset stays exact.
-// Cost (AVX2, float32): about 17 vector operations per 8 elements in pass 1, which is what
-// bounds the speed while the data comes from cache; see bench/run_stats.sh.
+// Cost (float32): pass 1 converts every element to double (vcvtps2pd), which alone caps any
+// double-accumulating kernel at about 4 floats per cycle on Zen 4; bench/run_stats.sh prints
+// that ceiling (BM_SumAsDouble) next to the plain float sum. The AVX-512 build reaches about
+// half of it: two vectors per iteration, sign counts in mask registers, sums on the FMA units.
 #pragma once
 
 #if !defined(TS_STATS_ISA) || !defined(TS_STATS_VECTOR_BYTES)
@@ -119,9 +121,10 @@ void SummarizeTyped(const void* data, size_t count, const HistSpec* hist, Partia
   using Src = typename L::Src;
   const auto* bytes = static_cast<const unsigned char*>(data);
   const bool aligned = reinterpret_cast<uintptr_t>(data) % alignof(Src) == 0;
-  alignas(64) Src bounce[kBlockElements];  // 16 KiB at most, used only when misaligned
-  for (size_t off = 0; off < count; off += kBlockElements) {
-    const uint32_t n = uint32_t(count - off < kBlockElements ? count - off : kBlockElements);
+  constexpr uint32_t kBlock = BlockElements(sizeof(Src));
+  alignas(64) Src bounce[kBlock];  // used only when misaligned
+  for (size_t off = 0; off < count; off += kBlock) {
+    const uint32_t n = uint32_t(count - off < kBlock ? count - off : kBlock);
     const Src* p = reinterpret_cast<const Src*>(bytes) + off;
     if (!aligned) {  // e.g. a slice of a byte buffer: copy the block (cheap, it is in cache)
       __builtin_memcpy(bounce, bytes + off * sizeof(Src), n * sizeof(Src));

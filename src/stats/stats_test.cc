@@ -67,9 +67,11 @@ TEST_P(StatsTest, SingleElement) {
 }
 
 TEST_P(StatsTest, BlockBoundaries) {
-  const uint32_t b = stats_internal::kBlockElements;
-  for (size_t n : {2u, 3u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 33u, b - 1, b, b + 1, 3 * b + 7}) {
-    for (DType t : kFloatTypes) Check(Normal(n, 0.5, 2, n), t, {}, "gaussian");
+  for (DType t : kFloatTypes) {
+    const uint32_t b = stats_internal::BlockElements(DTypeSize(t));
+    for (size_t n : {2u, 3u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 33u, b - 1, b, b + 1, 3 * b + 7}) {
+      Check(Normal(n, 0.5, 2, n), t, {}, "gaussian");
+    }
   }
 }
 
@@ -221,7 +223,7 @@ TEST_P(StatsTest, UnknownDTypeReadsNothing) {
   EXPECT_TRUE(std::isnan(s.mean));
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, StatsTest, testing::Values("generic", "avx2"),
+INSTANTIATE_TEST_SUITE_P(Kernels, StatsTest, testing::Values("generic", "avx2", "avx512"),
                          [](const auto& info) { return info.param; });
 
 TEST(Stats, PublicEntryPointUsesBestKernels) {
