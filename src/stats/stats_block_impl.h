@@ -172,7 +172,9 @@ struct Vec {
 #else
   static constexpr bool kMaskCounts = false;
   template <bool kLess>
-  static unsigned SignMask(VW) { return 0; }
+  static unsigned SignMask(VW) {
+    return 0;
+  }
 #endif
 };
 
