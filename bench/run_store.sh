@@ -7,7 +7,7 @@ b=${1:-${TRAINSCOPE_BUILD_DIR:-build}}
 out=$(mktemp)
 # Repetitions, randomly interleaved, medians: the machine is shared and its disk is noisy.
 # TS_BENCH_DIR picks the file system (default /tmp; /dev/shm isolates CPU cost from the disk).
-"$b/bench/writer_bench" --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true \
+"$b/bench/writer_bench" --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true \
   --benchmark_report_aggregates_only=true --benchmark_format=json --benchmark_out="$out" \
   --benchmark_out_format=json >/dev/null 2>&1
 /usr/bin/python3 - "$out" <<'PY'

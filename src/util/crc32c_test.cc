@@ -27,6 +27,24 @@ TEST(Crc32c, ExtendEqualsWhole) {
   }
 }
 
+// Buffers long enough for the three-stream hardware path (3 x 8 KiB stretches joined by a
+// shift), at odd lengths and offsets, with a non-zero starting CRC: same as byte at a time.
+TEST(Crc32c, LongBuffersMatchThePortablePath) {
+  std::string data(200000, '\0');
+  uint32_t x = 12345;
+  for (char& c : data) c = static_cast<char>((x = x * 1103515245u + 12345u) >> 23);
+  for (size_t len : {24575u, 24576u, 24577u, 49152u, 73731u, 199990u}) {
+    for (size_t off : {0u, 1u, 7u}) {
+      EXPECT_EQ(Extend(0xdeadbeef, data.data() + off, len),
+                ExtendPortable(0xdeadbeef, data.data() + off, len))
+          << "len " << len << " offset " << off;
+      EXPECT_EQ(Value(data.data() + off, len), ExtendPortable(0, data.data() + off, len));
+    }
+  }
+  std::string zeros(100000, '\0');
+  EXPECT_EQ(Value(zeros.data(), zeros.size()), ExtendPortable(0, zeros.data(), zeros.size()));
+}
+
 TEST(Crc32c, MaskRoundTripsAndDiffers) {
   uint32_t c = Value("foo", 3);
   EXPECT_NE(Mask(c), c);

@@ -41,10 +41,12 @@ class PosixWritableFile : public WritableFile {
       left -= static_cast<size_t>(n);
       size_ += static_cast<uint64_t>(n);
     }
+    StartWriteback(false);
     return Status::OK();
   }
   Status Sync() override {
     if (::fdatasync(fd_) != 0) return PosixError(path_, errno);
+    kicked_ = size_;
     return Status::OK();
   }
   Status Close() override {
@@ -57,9 +59,25 @@ class PosixWritableFile : public WritableFile {
   uint64_t size() const override { return size_; }
 
  private:
+  // Every kWritebackBytes appended, asks the kernel to start writing them to disk now
+  // (asynchronously). Dirty pages then flow out while the writer keeps appending, instead of
+  // piling up until the fdatasync that seals a segment, which would then stall the writer for
+  // the whole backlog. Advisory: failures are ignored (not every file system supports it).
+  void StartWriteback(bool force) {
+#if defined(__linux__)
+    if (size_ - kicked_ < kWritebackBytes && !force) return;
+    (void)::sync_file_range(fd_, off_t(kicked_), off_t(size_ - kicked_), SYNC_FILE_RANGE_WRITE);
+    kicked_ = size_;
+#else
+    (void)force;
+#endif
+  }
+  static constexpr uint64_t kWritebackBytes = 8u << 20;
+
   std::string path_;
   int fd_;
   uint64_t size_;
+  uint64_t kicked_ = size_;  // bytes handed to StartWriteback (or synced) so far
 };
 
 Status SyncDir(const std::string& dir) {
