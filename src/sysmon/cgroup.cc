@@ -58,9 +58,10 @@ bool FindV1(const std::string& cg_root, const std::vector<CgroupEntry>& entries,
 
 // Reads one file; kMissing leaves *present false. False only for a malformed existing file.
 template <typename Parse>
-bool ReadOptional(const std::string& path, std::string* buf, bool* present, Parse parse) {
+bool ReadOptional(const std::string& path, std::string* buf, KernelFileCache* cache, bool* present,
+                  Parse parse) {
   *present = false;
-  ReadResult r = ReadSmallFile(path, buf);
+  ReadResult r = ReadSmallFile(path, buf, cache);
   if (r == ReadResult::kMissing) return true;
   if (r == ReadResult::kError) return false;
   if (!parse(std::string_view(*buf))) return false;
@@ -196,7 +197,8 @@ bool ResolveCgroupPaths(const std::string& root, const std::string& pid_dir, Cgr
   return true;
 }
 
-bool ReadCgroup(const CgroupPaths& paths, CgroupSnapshot* out, std::string* buf) {
+bool ReadCgroup(const CgroupPaths& paths, CgroupSnapshot* out, std::string* buf,
+                KernelFileCache* cache) {
   *out = CgroupSnapshot();
   bool present = false;
   // CPU limit: the smallest over the leaf and its ancestors.
@@ -204,20 +206,21 @@ bool ReadCgroup(const CgroupPaths& paths, CgroupSnapshot* out, std::string* buf)
     bool limited = false;
     double cores = 0;
     if (paths.cpu_version == 2) {
-      if (!ReadOptional(dir + "/cpu.max", buf, &present,
+      if (!ReadOptional(dir + "/cpu.max", buf, cache, &present,
                         [&](std::string_view t) { return ParseCpuMax(t, &limited, &cores); }))
         return false;
     } else {
       int64_t quota = -1;
       uint64_t period = 0;
       bool have_quota = false;
-      if (!ReadOptional(dir + "/cpu.cfs_quota_us", buf, &have_quota, [&](std::string_view t) {
-            t = CompleteLines(t);
-            return !t.empty() && ParseI64(t.substr(0, t.size() - 1), &quota);
-          }))
+      if (!ReadOptional(dir + "/cpu.cfs_quota_us", buf, cache, &have_quota,
+                        [&](std::string_view t) {
+                          t = CompleteLines(t);
+                          return !t.empty() && ParseI64(t.substr(0, t.size() - 1), &quota);
+                        }))
         return false;
       if (have_quota && quota > 0) {
-        if (!ReadOptional(dir + "/cpu.cfs_period_us", buf, &present,
+        if (!ReadOptional(dir + "/cpu.cfs_period_us", buf, cache, &present,
                           [&](std::string_view t) { return ParseSingleU64(t, &period); }))
           return false;
         if (present && period > 0) {
@@ -237,7 +240,7 @@ bool ReadCgroup(const CgroupPaths& paths, CgroupSnapshot* out, std::string* buf)
   for (const std::string& dir : paths.mem_dirs) {
     bool limited = false;
     uint64_t bytes = 0;
-    if (!ReadOptional(dir + limit_name, buf, &present,
+    if (!ReadOptional(dir + limit_name, buf, cache, &present,
                       [&](std::string_view t) { return ParseMemLimit(t, &limited, &bytes); }))
       return false;
     if (limited && (!out->has_mem_limit || bytes < out->mem_limit_bytes)) {
@@ -246,23 +249,24 @@ bool ReadCgroup(const CgroupPaths& paths, CgroupSnapshot* out, std::string* buf)
     }
   }
   if (!paths.mem_dirs.empty() &&
-      !ReadOptional(paths.mem_dirs.front() + usage_name, buf, &out->has_mem_usage,
+      !ReadOptional(paths.mem_dirs.front() + usage_name, buf, cache, &out->has_mem_usage,
                     [&](std::string_view t) { return ParseSingleU64(t, &out->mem_usage_bytes); }))
     return false;
   // CPU usage and throttling.
   if (!paths.cpu_usage_file.empty()) {
     bool v2 = paths.cpu_version == 2;
-    if (!ReadOptional(paths.cpu_usage_file, buf, &out->has_cpu_usage, [&](std::string_view t) {
-          if (v2) return FindKeyedU64(t, "usage_usec", &out->cpu_usage_us);
-          uint64_t ns = 0;
-          if (!ParseSingleU64(t, &ns)) return false;
-          out->cpu_usage_us = ns / 1000;
-          return true;
-        }))
+    if (!ReadOptional(paths.cpu_usage_file, buf, cache, &out->has_cpu_usage,
+                      [&](std::string_view t) {
+                        if (v2) return FindKeyedU64(t, "usage_usec", &out->cpu_usage_us);
+                        uint64_t ns = 0;
+                        if (!ParseSingleU64(t, &ns)) return false;
+                        out->cpu_usage_us = ns / 1000;
+                        return true;
+                      }))
       return false;
   }
   if (!paths.cpu_stat_file.empty() &&
-      !ReadOptional(paths.cpu_stat_file, buf, &out->has_throttle, [&](std::string_view t) {
+      !ReadOptional(paths.cpu_stat_file, buf, cache, &out->has_throttle, [&](std::string_view t) {
         return FindKeyedU64(t, "nr_periods", &out->nr_periods) &&
                FindKeyedU64(t, "nr_throttled", &out->nr_throttled);
       }))

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sysmon/proc_file.h"
+
 namespace trainscope::sysmon {
 
 // One line of /proc/<pid>/cgroup: "4:memory:/docker/abc" or "0::/user.slice".
@@ -61,7 +63,8 @@ struct CgroupSnapshot {
 };
 // Reads the files named by `paths`. Missing files are skipped; false if one that exists is
 // malformed (the caller keeps its previous snapshot). `buf` is a reusable read buffer.
-bool ReadCgroup(const CgroupPaths& paths, CgroupSnapshot* out, std::string* buf);
+bool ReadCgroup(const CgroupPaths& paths, CgroupSnapshot* out, std::string* buf,
+                KernelFileCache* cache = nullptr);
 
 struct CgroupRates {
   bool has_cpu_usage = false;

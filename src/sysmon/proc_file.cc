@@ -1,6 +1,7 @@
 #include "sysmon/proc_file.h"
 
 #include <fcntl.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,20 +10,29 @@
 
 namespace trainscope::sysmon {
 
-ReadResult ReadSmallFile(const std::string& path, std::string* out) {
-  out->clear();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return (errno == ENOENT || errno == ESRCH || errno == ENOTDIR) ? ReadResult::kMissing
-                                                                   : ReadResult::kError;
+namespace {
+
+ReadResult OpenError() {
+  return (errno == ENOENT || errno == ESRCH || errno == ENOTDIR) ? ReadResult::kMissing
+                                                                 : ReadResult::kError;
+}
+
+// Reads all of fd, from offset 0, into *out (resized to what was read; empty on failure).
+// Reads until read() returns 0: a short read is not the end of a kernel file, since
+// seq_file-backed /proc files with many records (diskstats, net/dev, smaps) hand out at most
+// one page per read.
+ReadResult ReadAllFromStart(int fd, bool rewind, std::string* out) {
+  if (rewind && ::lseek(fd, 0, SEEK_SET) != 0) {
+    out->clear();
+    return ReadResult::kError;
   }
   if (out->capacity() < 4096) out->reserve(4096);
+  if (out->size() < out->capacity()) out->resize(out->capacity());
   size_t used = 0;
   ReadResult result = ReadResult::kOk;
   for (;;) {
-    if (out->size() - used < 1024) out->resize(out->size() < 4096 ? 4096 : out->size() * 2);
-    size_t want = out->size() - used;
-    ssize_t n = ::read(fd, out->data() + used, want);
+    if (out->size() - used < 1024) out->resize(out->size() * 2);
+    ssize_t n = ::read(fd, out->data() + used, out->size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
       result = errno == ESRCH ? ReadResult::kMissing : ReadResult::kError;
@@ -30,13 +40,69 @@ ReadResult ReadSmallFile(const std::string& path, std::string* out) {
     }
     if (n == 0) break;
     used += static_cast<size_t>(n);
-    // A short read is the end: regular files, sysfs attributes and seq_file-backed /proc files
-    // all fill the buffer unless they reached EOF. Saves one read() per file per sample.
-    if (static_cast<size_t>(n) < want) break;
   }
-  ::close(fd);
   out->resize(result == ReadResult::kOk ? used : 0);
   return result;
+}
+
+// procfs, sysfs, cgroup v1 and v2 (linux/magic.h).
+bool OnKernelFileSystem(int fd) {
+  struct statfs fs;
+  if (::fstatfs(fd, &fs) != 0) return false;
+  const auto type = static_cast<unsigned long>(fs.f_type);
+  return type == 0x9fa0 || type == 0x62656572 || type == 0x27e0eb || type == 0x63677270;
+}
+
+}  // namespace
+
+KernelFileCache::~KernelFileCache() {
+  for (auto& [path, e] : fds_) ::close(e.fd);
+}
+
+ReadResult KernelFileCache::Read(const std::string& path, std::string* out) {
+  auto it = fds_.find(path);
+  if (it != fds_.end()) {
+    it->second.last_used = sample_;
+    if (ReadAllFromStart(it->second.fd, true, out) == ReadResult::kOk) return ReadResult::kOk;
+    ::close(it->second.fd);  // e.g. its process was reaped: ask the path again
+    fds_.erase(it);
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    out->clear();
+    return OpenError();
+  }
+  ReadResult r = ReadAllFromStart(fd, false, out);
+  if (r == ReadResult::kOk && fds_.size() < kMaxOpen && OnKernelFileSystem(fd)) {
+    fds_.emplace(path, Entry{fd, sample_});
+  } else {
+    ::close(fd);
+  }
+  return r;
+}
+
+void KernelFileCache::EndSample() {
+  for (auto it = fds_.begin(); it != fds_.end();) {
+    if (sample_ - it->second.last_used >= kIdleSamples) {
+      ::close(it->second.fd);
+      it = fds_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  ++sample_;
+}
+
+ReadResult ReadSmallFile(const std::string& path, std::string* out, KernelFileCache* cache) {
+  if (cache != nullptr) return cache->Read(path, out);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    out->clear();
+    return OpenError();
+  }
+  ReadResult r = ReadAllFromStart(fd, false, out);
+  ::close(fd);
+  return r;
 }
 
 std::string_view CompleteLines(std::string_view text) {

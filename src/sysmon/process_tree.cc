@@ -66,12 +66,12 @@ ProcessTreeCollector::ProcessTreeCollector(std::string root, int root_pid, int r
       root_pid_(root_pid),
       rescan_every_(std::max(1, rescan_every)) {}
 
-bool ProcessTreeCollector::ReadPid(int pid, ProcStat* out) {
+bool ProcessTreeCollector::ReadPid(int pid, ProcStat* out, KernelFileCache* cache) {
   std::string path = proc_dir_;
   path += '/';
   path += std::to_string(pid);
   path += "/stat";
-  if (ReadSmallFile(path, &buf_) != ReadResult::kOk) return false;
+  if (ReadSmallFile(path, &buf_, cache) != ReadResult::kOk) return false;
   if (!ParsePidStat(buf_, out) || out->pid != pid) {
     ++malformed_;
     return false;
@@ -87,6 +87,7 @@ bool ProcessTreeCollector::Collect(ProcessSnapshot* out) {
     ok = ReadKnown(out);
   }
   since_scan_ = (since_scan_ + 1) % rescan_every_;
+  files_.EndSample();
   members_.clear();
   for (const ProcStat& p : out->procs) members_.push_back(p.pid);
   return ok;
@@ -98,13 +99,13 @@ bool ProcessTreeCollector::ReadKnown(ProcessSnapshot* out) {
   std::string children_path;
   for (size_t i = 0; i < todo.size(); ++i) {
     ProcStat p;
-    if (!ReadPid(todo[i], &p)) continue;
+    if (!ReadPid(todo[i], &p, &files_)) continue;
     out->procs.push_back(std::move(p));
     // Children forked by the process's main thread (CONFIG_PROC_CHILDREN); ones forked by other
     // threads wait for the next full scan.
     children_path = proc_dir_ + "/" + std::to_string(todo[i]) + "/task/" + std::to_string(todo[i]) +
                     "/children";
-    if (ReadSmallFile(children_path, &buf_) != ReadResult::kOk) continue;
+    if (ReadSmallFile(children_path, &buf_, &files_) != ReadResult::kOk) continue;
     std::string_view rest = buf_, tok;
     int64_t child = 0;
     while (NextToken(&rest, &tok)) {
@@ -129,7 +130,7 @@ bool ProcessTreeCollector::FullScan(ProcessSnapshot* out) {
     int64_t pid = 0;
     if (!ParseI64(n, &pid) || pid > (int64_t{1} << 31)) continue;
     ProcStat p;
-    if (ReadPid(static_cast<int>(pid), &p)) all_.push_back(std::move(p));
+    if (ReadPid(static_cast<int>(pid), &p, nullptr)) all_.push_back(std::move(p));
   }
   ::closedir(dir);
   // Breadth-first from the root over parent links.

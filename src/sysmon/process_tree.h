@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sysmon/proc_file.h"
+
 namespace trainscope::sysmon {
 
 struct ProcStat {
@@ -46,7 +48,9 @@ class ProcessTreeCollector {
  private:
   bool FullScan(ProcessSnapshot* out);
   bool ReadKnown(ProcessSnapshot* out);
-  bool ReadPid(int pid, ProcStat* out);  // false if gone or malformed
+  // False if gone or malformed. The tree's members are read through files_ (descriptors kept
+  // open); a full scan's reads of every other process are not.
+  bool ReadPid(int pid, ProcStat* out, KernelFileCache* cache);
 
   std::string root_;
   std::string proc_dir_;
@@ -55,6 +59,7 @@ class ProcessTreeCollector {
   int since_scan_ = 0;
   std::vector<int> members_;
   std::string buf_;
+  KernelFileCache files_;
   std::vector<ProcStat> all_;  // scratch for full scans
   uint64_t malformed_ = 0;
 };

@@ -60,10 +60,12 @@ void SampleBuilder::Build(int64_t now_us, Metrics* out) {
   BuildCgroup(now_us, out);
   BuildProcesses(now_us, out);
   BuildGpu(out);
+  files_.EndSample();
 }
 
 void SampleBuilder::BuildCpu(int64_t now_us, Metrics* out) {
-  if (ReadSmallFile(stat_path_, &buf_) != ReadResult::kOk || !ParseProcStat(buf_, &cpu_scratch_)) {
+  if (ReadSmallFile(stat_path_, &buf_, &files_) != ReadResult::kOk ||
+      !ParseProcStat(buf_, &cpu_scratch_)) {
     ++cpu_.errors;
   } else {
     if (cpu_.have_prev) {
@@ -101,7 +103,7 @@ void SampleBuilder::BuildCpu(int64_t now_us, Metrics* out) {
 
 void SampleBuilder::BuildMem(Metrics* out) {
   MemInfo mi;
-  if (ReadSmallFile(meminfo_path_, &buf_) != ReadResult::kOk || !ParseMemInfo(buf_, &mi)) {
+  if (ReadSmallFile(meminfo_path_, &buf_, &files_) != ReadResult::kOk || !ParseMemInfo(buf_, &mi)) {
     ++mem_.errors;
   } else {
     Metrics& m = mem_.last;
@@ -120,7 +122,8 @@ void SampleBuilder::BuildMem(Metrics* out) {
 
 void SampleBuilder::BuildDisk(int64_t now_us, Metrics* out) {
   DiskSnapshot snap;
-  if (ReadSmallFile(diskstats_path_, &buf_) != ReadResult::kOk || !ParseDiskStats(buf_, &snap)) {
+  if (ReadSmallFile(diskstats_path_, &buf_, &files_) != ReadResult::kOk ||
+      !ParseDiskStats(buf_, &snap)) {
     ++disk_.errors;
   } else {
     if (disk_.have_prev) {
@@ -142,7 +145,7 @@ void SampleBuilder::BuildDisk(int64_t now_us, Metrics* out) {
 
 void SampleBuilder::BuildNet(int64_t now_us, Metrics* out) {
   NetSnapshot snap;
-  if (ReadSmallFile(netdev_path_, &buf_) != ReadResult::kOk || !ParseNetDev(buf_, &snap)) {
+  if (ReadSmallFile(netdev_path_, &buf_, &files_) != ReadResult::kOk || !ParseNetDev(buf_, &snap)) {
     ++net_.errors;
   } else {
     if (net_.have_prev) {
@@ -164,7 +167,7 @@ void SampleBuilder::BuildNet(int64_t now_us, Metrics* out) {
 void SampleBuilder::BuildPressure(int64_t now_us, Metrics* out) {
   for (PressureSource& p : pressure_) {
     Pressure snap;
-    ReadResult rr = ReadSmallFile(p.path, &buf_);
+    ReadResult rr = ReadSmallFile(p.path, &buf_, &files_);
     if (rr == ReadResult::kMissing) continue;  // kernel without PSI: not an error
     if (rr != ReadResult::kOk || !ParsePressure(buf_, &snap)) {
       ++p.state.errors;
@@ -199,7 +202,7 @@ void SampleBuilder::BuildCgroup(int64_t now_us, Metrics* out) {
   }
   if (cgroup_paths_.cpu_version == 0 && cgroup_paths_.mem_version == 0) return;
   CgroupSnapshot snap;
-  if (!ReadCgroup(cgroup_paths_, &snap, &buf_)) {
+  if (!ReadCgroup(cgroup_paths_, &snap, &buf_, &files_)) {
     ++cgroup_.errors;
   } else {
     Metrics& m = cgroup_.last;

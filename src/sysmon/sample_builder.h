@@ -64,6 +64,7 @@ class SampleBuilder {
   double ticks_per_s_;
   double page_size_;
   std::string buf_;
+  KernelFileCache files_;  // system-wide and cgroup files, kept open between samples
 
   std::string stat_path_, meminfo_path_, diskstats_path_, netdev_path_;
   State<CpuSnapshot> cpu_;
