@@ -21,6 +21,7 @@ wrapper itself.
 Targets: default <= 1.01x, every_step <= 1.10x, non-save step hook time < 5 us.
 """
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -48,47 +49,69 @@ def data(batch):
     return [(x[i:i + batch], y[i:i + batch]) for i in range(0, n, batch)]
 
 
+MODEL = "mlp"
+
+
 def make():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
-                                torch.nn.Linear(256, 256), torch.nn.ReLU(),
-                                torch.nn.Linear(256, 10))
+    nn = torch.nn
+    if MODEL == "cnn":
+        model = nn.Sequential(nn.Unflatten(1, (1, 8, 8)),
+                              nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(),
+                              nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                              nn.MaxPool2d(2), nn.Flatten(),
+                              nn.Linear(64 * 4 * 4, 128), nn.ReLU(),
+                              nn.Linear(128, 10))
+    else:
+        model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(),
+                              nn.Linear(256, 256), nn.ReLU(),
+                              nn.Linear(256, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     return model, opt, torch.nn.CrossEntropyLoss()
 
 
-def run_config(name, batches, steps, tmp):
-    model, opt, crit = make()
-    hook = None
-    loader = (batches[i % len(batches)] for i in range(steps + 1))
-    if name != "none":
-        colls = None
-        if name == "every_step":
-            colls = ["losses", ts.Collection("weights", save_interval=1),
-                     ts.Collection("gradients", save_interval=1)]
-        d = os.path.join(tmp, f"{name}-{time.monotonic_ns()}")
-        hook = ts.Hook(d, collections=colls, system_monitor_interval_ms=0)
-        hook.register_module(model)
-        hook.register_loss(crit)
-        hook.register_optimizer(opt)
-        loader = hook.wrap(loader)
-    times = []
-    t_prev = None
-    for x, y in loader:
-        t = time.perf_counter_ns()
-        if t_prev is not None:
-            times.append(t - t_prev)
-        t_prev = t
-        loss = crit(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if len(times) >= steps:
-            break
-    if hook is not None:
-        hook.close()
-        shutil.rmtree(hook.out_dir, ignore_errors=True)
-    return statistics.median(times) / 1000.0  # us
+class Runner:
+    """One configuration: its own model, optimizer, loader and (but for "none") hook, run a
+    block of steps at a time so that configurations can be interleaved finely."""
+
+    def __init__(self, name, batches, tmp):
+        self.name = name
+        self.model, self.opt, self.crit = make()
+        self.hook = None
+        n = len(batches)
+        loader = (batches[i % n] for i in itertools.count())
+        if name != "none":
+            colls = None
+            if name == "every_step":
+                colls = ["losses", ts.Collection("weights", save_interval=1),
+                         ts.Collection("gradients", save_interval=1)]
+            d = os.path.join(tmp, f"{name}-{time.monotonic_ns()}")
+            self.hook = ts.Hook(d, collections=colls, system_monitor_interval_ms=0)
+            self.hook.register_module(self.model)
+            self.hook.register_loss(self.crit)
+            self.hook.register_optimizer(self.opt)
+            loader = self.hook.wrap(loader)
+        self.it = iter(loader)
+        self.times = []
+
+    def run(self, steps, record=True):
+        """Runs `steps` training steps; each is timed from the batch request (which is where
+        the hook closes the previous step) to the end of optimizer.step()."""
+        model, opt, crit, it = self.model, self.opt, self.crit, self.it
+        for _ in range(steps):
+            t0 = time.perf_counter_ns()
+            x, y = next(it)
+            loss = crit(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if record:
+                self.times.append(time.perf_counter_ns() - t0)
+
+    def close(self):
+        if self.hook is not None:
+            self.hook.close()
+            shutil.rmtree(self.hook.out_dir, ignore_errors=True)
 
 
 def hook_time_non_save(batches, steps, tmp):
@@ -159,35 +182,61 @@ def main():
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+    p.add_argument("--block", type=int, default=20,
+                   help="steps a configuration runs before the next one takes over")
     p.add_argument("--json", default="")
     args = p.parse_args()
+    global MODEL
+    MODEL = args.model
     torch.set_num_threads(args.threads)
     batches = data(args.batch)
     tmp = tempfile.mkdtemp(prefix="ts-bench-")
     configs = ["none", "default", "every_step"]
-    per = {c: [] for c in configs}
+    per = {c: [] for c in configs}  # per round: median step time (us)
+    all_times = {c: [] for c in configs}
     try:
-        run_config("none", batches, 50, tmp)  # warm-up
-        run_config("every_step", batches, 50, tmp)
-        for r in range(args.rounds):
-            order = configs[r % 3:] + configs[:r % 3]
-            for c in order:
-                per[c].append(run_config(c, batches, args.steps, tmp))
+        runners = {c: Runner(c, batches, tmp) for c in configs}
+        for r in runners.values():  # warm-up (first save step, allocations, caches)
+            r.run(30, record=False)
+        blocks = max(1, args.steps // args.block)
+        for rnd in range(args.rounds):
+            for b in range(blocks):
+                k = (rnd * blocks + b) % 3
+                for c in configs[k:] + configs[:k]:
+                    r = runners[c]
+                    r.run(1, record=False)  # the step that spans the pause between blocks
+                    r.run(args.block)
+            for c in configs:
+                per[c].append(statistics.median(runners[c].times) / 1000.0)
+                all_times[c].extend(runners[c].times)
+                runners[c].times = []
+        for r in runners.values():
+            r.close()
         hook_us, bookkeeping_us = hook_time_non_save(batches, max(args.steps, 500), tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     base = per["none"]
-    result = {"model": "MLP 64-256-256-10 ReLU, digits, batch %d, SGD momentum, %d threads"
-                       % (args.batch, args.threads),
-              "rounds": args.rounds, "steps_per_round": args.steps, "configs": {}}
-    print(f"reference: {result['model']}; {args.rounds} rounds x {args.steps} steps, interleaved")
+    model_desc = {
+        "mlp": "MLP 64-256-256-10 (ReLU)",
+        "cnn": "CNN conv3x3(1->32)-conv3x3(32->64)-maxpool-fc(1024->128)-fc(128->10) (ReLU)",
+    }[args.model]
+    result = {"model": "%s on scikit-learn digits, batch %d, SGD momentum, CrossEntropyLoss, "
+                       "%d threads" % (model_desc, args.batch, args.threads),
+              "rounds": args.rounds, "steps_per_round": blocks * args.block,
+              "block": args.block, "configs": {}}
+    print(f"reference: {result['model']}")
+    print(f"  {args.rounds} rounds x {blocks * args.block} steps per configuration, "
+          f"interleaved in blocks of {args.block} steps")
+    none_all = statistics.median(all_times["none"])
     for c in configs:
         ratios = [a / b for a, b in zip(per[c], base)]
-        med = statistics.median(per[c])
-        ratio = statistics.median(ratios)
+        med = statistics.median(all_times[c]) / 1000.0
+        ratio = statistics.median(all_times[c]) / none_all
         result["configs"][c] = {"median_step_us": round(med, 1), "ratio": round(ratio, 4),
                                 "round_ratios": [round(x, 4) for x in ratios]}
-        print(f"  {c:<11} median step {med:8.1f} us   ratio {ratio:.3f}x")
+        print(f"  {c:<11} median step {med:8.1f} us   ratio {ratio:.3f}x   "
+              f"(rounds {min(ratios):.3f}-{max(ratios):.3f})")
     result["hook_us_non_save_step"] = round(hook_us, 2)
     result["step_bookkeeping_us"] = round(bookkeeping_us, 2)
     print(f"  hook time on a non-save step (callbacks): {hook_us:.2f} us "

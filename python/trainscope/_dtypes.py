@@ -44,16 +44,18 @@ def torch_to_buffer(t):
     Zero-copy for contiguous CPU tensors. bfloat16 is passed as its int16 bits with code
     BFLOAT16; types the core does not know (complex, uint16...) are converted to float64.
     """
-    import torch
-    t = t.detach()
+    if t.requires_grad:  # (detach() costs about as much as numpy(): only when needed)
+        t = t.detach()
     shape = tuple(t.shape)
-    code = _torch_codes().get(t.dtype)
+    code = (_torch_map or _torch_codes()).get(t.dtype)
     if code is None:
+        import torch
         t = t.to(torch.float64) if not t.is_complex() else t.abs().to(torch.float64)
         code = FLOAT64
     if not t.is_contiguous():
         t = t.contiguous()
     if code == BFLOAT16:
+        import torch
         arr = t.view(torch.int16).numpy()
     else:
         arr = t.numpy()

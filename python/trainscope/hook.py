@@ -193,6 +193,10 @@ class Hook:
         self._data_wait_us = -1
         self._pending_start_us = 0
         self._grad_pending = 0
+        self._hooked_plan = None  # the plan whose step hooks are installed (_step_handles)
+        self._hooked_grads = 0  # how many gradient hooks it installed
+        self._param_ids: set = set()  # id() of the registered parameters
+        self._param_buffers: Dict[int, tuple] = {}  # id(param) -> its numpy view (see _buffer)
         self._grad_seen: set = set()
         self._seen_outputs: set = set()
         self._cpu_batch: List[tuple] = []
@@ -200,7 +204,12 @@ class Hook:
         # writer thread in bursts by a committer thread every commit_interval_ms (and at
         # flush/close): waking an idle writer thread for every step's first record costs far
         # more than the record itself on a busy machine.
-        self._pending: List[tuple] = []
+        # Records of every step (StepRecord, the loss) as (bound writer method, args), handed
+        # to the core in bursts (at the commit cadence, before other records, at flush/close):
+        # a burst of calls runs with warm caches, where one call per step found them cold
+        # after the model's forward and backward and cost several times more.
+        self._pending: List[tuple] = []  # appended and flushed by the training thread only
+        self._owner_thread = threading.get_ident()
         self._committer = None
         self._committer_stop = threading.Event()
         self._device_batch = None
@@ -317,6 +326,9 @@ class Hook:
             "framework": framework}))
 
     def _start_background(self) -> None:
+        if self._builtin_rules or self._custom_rules:
+            # the training thread hands its deferred records over at this cadence too
+            self._stop_check_ns = min(self._stop_check_ns, _RULES_LATENCY_MS * 1_000_000)
         try:
             self._committer = threading.Thread(target=self._commit_loop,
                                                name="trainscope-commit", daemon=True)
@@ -371,6 +383,8 @@ class Hook:
     def _register_module(self, module) -> None:
         self._model = module
         self._params = [(n, p) for n, p in module.named_parameters()]
+        self._param_ids = {id(p) for _, p in self._params}
+        self._param_buffers.clear()
         self._modules = {n: m for n, m in module.named_modules() if n}
         self._handles.append(module.register_forward_pre_hook(self._on_model_pre))
         self._handles.append(module.register_forward_hook(self._on_model_post))
@@ -536,6 +550,8 @@ class Hook:
             except Exception:
                 pass
         self._handles, self._step_handles = [], []
+        self._hooked_plan = None
+        self._param_buffers.clear()
         for opt in self._optimizers:
             try:
                 del opt.step  # back to the class's method
@@ -666,7 +682,8 @@ class Hook:
                                              self.step_count, mode, ms))
             else:
                 v = output.item() if output.numel() == 1 else float(output.detach().float().mean())
-                self._writer.add_scalar(name, self.step_count, int(mode), ms, v)
+                self._pending.append((self._writer.add_scalar,
+                                      (name, self.step_count, int(mode), ms, v, _now_us())))
         except Exception as e:
             self._fail("loss", e)
         return None
@@ -792,12 +809,14 @@ class Hook:
                 self._flush_device_scalars()
             w = self._writer
             if w is not None:
+                # Deferred, like the loss: see _pending.
                 ns = 1000
-                w.add_step(self.step_count, int(self.mode), self._mode_steps[self.mode],
-                           self._step_start_us, now_us, self._data_wait_us,
-                           self._fwd_ns // ns if self._fwd_ns >= 0 else -1,
-                           self._bwd_ns // ns if self._bwd_ns >= 0 else -1,
-                           self._opt_ns // ns if self._opt_ns >= 0 else -1)
+                self._pending.append((w.add_step, (
+                    self.step_count, int(self.mode), self._mode_steps[self.mode],
+                    self._step_start_us, now_us, self._data_wait_us,
+                    self._fwd_ns // ns if self._fwd_ns >= 0 else -1,
+                    self._bwd_ns // ns if self._bwd_ns >= 0 else -1,
+                    self._opt_ns // ns if self._opt_ns >= 0 else -1)))
         finally:
             self._data_wait_us = self._fwd_ns = self._bwd_ns = self._opt_ns = -1
             self._bwd_start_ns = self._fwd_start_ns = 0
@@ -823,8 +842,13 @@ class Hook:
         self._grad_seen.clear()
         self._seen_outputs.clear()
         if plan.params:
-            self._save_items([(full, p, flags, coll) for full, p, flags, coll in plan.params])
+            self._save_items(plan.params)
             self._flush_batches(device=False)  # before optimizer.step() changes them
+        if self._hooked_plan is plan:  # kept from the previous step, which saved the same
+            self._grad_pending = self._hooked_grads
+            return
+        self._remove_step_hooks()
+        self._hooked_plan = plan
         if plan.grads:
             self._grad_pending = 0
             params = dict(self._params)
@@ -834,6 +858,7 @@ class Hook:
                     self._step_handles.append(p.register_hook(
                         functools.partial(self._on_grad, pname)))
                     self._grad_pending += 1
+        self._hooked_grads = self._grad_pending
         for mname in plan.outputs:
             m = self._modules.get(mname)
             if m is not None:
@@ -846,15 +871,33 @@ class Hook:
                     functools.partial(self._on_input, mname)))
 
     def _end_save(self) -> None:
+        plan, self._plan = self._plan, None
+        if not self._next_step_saves(plan):
+            self._remove_step_hooks()
+        self._flush_batches()
+        self._flush_device_scalars()
+
+    def _next_step_saves(self, plan) -> bool:
+        """True when the next step of this mode saves with the same plan: its step hooks
+        (gradients, activations) then stay installed instead of being removed and added
+        again, which costs more than the summaries themselves on small models."""
+        mode = self.mode
+        nxt = self._mode_steps[mode] + 1
+        if self._next_save.get(mode) != nxt:
+            return False
+        active = tuple(c.name for c in self._tensor_colls
+                       if c.saves_at(mode, nxt, self.save_interval))
+        return self._plan_cache.get(active) is plan
+
+    def _remove_step_hooks(self) -> None:
         for h in self._step_handles:
             try:
                 h.remove()
             except Exception:
                 pass
         self._step_handles = []
-        self._plan = None
-        self._flush_batches()
-        self._flush_device_scalars()
+        self._hooked_plan = None
+        self._hooked_grads = 0
 
     # ============================================================================ selection
     def _compute_targets(self) -> Dict[str, dict]:
@@ -946,14 +989,15 @@ class Hook:
         """Queues tensors: CPU ones for one batched core call, others for the device batch."""
         if not items or not self._saving:
             return
+        cpu_summaries = self.device_stats != "torch"
+        cpu_batch = self._cpu_batch
+        summary_bytes: Dict[str, int] = {}
         for full, t, (raw, red, buckets), coll in items:
-            dev = getattr(t, "device", None)
-            on_cpu = dev is None or dev.type == "cpu"
-            nbytes = 0
+            on_cpu = getattr(t, "is_cpu", True)
             if red:
-                nbytes += SUMMARY_BYTES
-                if on_cpu and self.device_stats != "torch":
-                    self._cpu_batch.append((full, t, buckets))
+                summary_bytes[coll] = summary_bytes.get(coll, 0) + SUMMARY_BYTES
+                if on_cpu and cpu_summaries:
+                    cpu_batch.append((full, t, buckets))
                 else:
                     if self._device_batch is None:
                         from ._device_stats import DeviceBatch
@@ -965,10 +1009,26 @@ class Hook:
                 if not on_cpu:
                     tc = tc.to("cpu")
                 arr, code, shape = torch_to_buffer(tc)
+                if self._pending:
+                    self._flush_pending()  # keep records in step order
                 self._writer.add_raw(full, self.step_count, int(self.mode),
                                      self._mode_steps[self.mode], arr, code, list(shape))
-                nbytes += arr.nbytes
+                self._account(coll, arr.nbytes)  # now: may switch raw saving off
+        for coll, nbytes in summary_bytes.items():
             self._account(coll, nbytes)
+
+    def _buffer(self, t):
+        """torch_to_buffer(t), with the numpy views of parameters kept between saves: a
+        parameter keeps its storage while the optimizer updates it in place."""
+        key = id(t)
+        e = self._param_buffers.get(key)
+        if e is not None and e[0] is t and e[1] == t.data_ptr() and e[2] is t.dtype \
+                and e[3] == t.shape:
+            return e[4], e[5], e[6]
+        arr, code, shape = torch_to_buffer(t)
+        if key in self._param_ids and arr.__array_interface__["data"][0] == t.data_ptr():
+            self._param_buffers[key] = (t, t.data_ptr(), t.dtype, t.shape, arr, code, shape)
+        return arr, code, shape
 
     def _flush_batches(self, device: bool = True) -> None:
         """Writes queued CPU summaries (one core call) and, with device=True, the device
@@ -984,7 +1044,7 @@ class Hook:
             batch, self._cpu_batch = self._cpu_batch, []
             groups: Dict[int, tuple] = {}
             for full, t, buckets in batch:
-                arr, code, shape = torch_to_buffer(t)
+                arr, code, shape = self._buffer(t)
                 g = groups.setdefault(buckets, ([], [], [], []))
                 g[0].append(full)
                 g[1].append(arr)
@@ -1174,6 +1234,8 @@ class Hook:
         try:
             info = p.stop(self.step_count)
             if self._writer is not None:
+                if self._pending:
+                    self._flush_pending()  # keep records in step order
                 self._writer.add_event("profiler_window", json.dumps(info))
         except Exception as e:
             self._fail("profiler", e)
@@ -1234,6 +1296,8 @@ class Hook:
         try:
             if self._writer is None:
                 return False
+            if self._pending and threading.get_ident() == self._owner_thread:
+                self._flush_pending()  # keep records in step order (training thread only)
             return bool(self._writer.add_event(kind, json.dumps(fields or {}, default=str)))
         except Exception as e:
             self._fail("event", e)
