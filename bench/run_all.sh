@@ -10,3 +10,5 @@ echo "== rules";        "$b/bench/rules_bench"
 echo "== sysmon";       /usr/bin/python3 bench/sysmon_vs_psutil.py "$b/bench"
 echo "== report";       BUILD="$b" bash bench/report_bench.sh
 echo "== hook overhead"; "$PY" bench/step_overhead.py
+echo "== hook overhead, 1.8 ms steps"; "$PY" bench/step_overhead.py --batch 512
+echo "== profiler window"; "$PY" bench/profiler_overhead.py

@@ -86,13 +86,16 @@ class Runner:
                 colls = ["losses", ts.Collection("weights", save_interval=1),
                          ts.Collection("gradients", save_interval=1)]
             d = os.path.join(tmp, f"{name}-{time.monotonic_ns()}")
-            self.hook = ts.Hook(d, collections=colls, system_monitor_interval_ms=0)
+            self.hook = self._make_hook(d, colls)
             self.hook.register_module(self.model)
             self.hook.register_loss(self.crit)
             self.hook.register_optimizer(self.opt)
             loader = self.hook.wrap(loader)
         self.it = iter(loader)
         self.times = []
+
+    def _make_hook(self, d, colls):
+        return ts.Hook(d, collections=colls, system_monitor_interval_ms=0)
 
     def run(self, steps, record=True):
         """Runs `steps` training steps; each is timed from the batch request (which is where
