@@ -843,7 +843,8 @@ class Hook:
         self._seen_outputs.clear()
         if plan.params:
             self._save_items(plan.params)
-            self._flush_batches(device=False)  # before optimizer.step() changes them
+            if not plan.grads:  # else they go with the gradients, still before optimizer.step()
+                self._flush_batches(device=False)
         if self._hooked_plan is plan:  # kept from the previous step, which saved the same
             self._grad_pending = self._hooked_grads
             return
