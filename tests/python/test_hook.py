@@ -351,3 +351,83 @@ def test_device_path_one_host_copy_per_save_step(run_dir, tiny, monkeypatch):
     run = ts.open_run(run_dir)
     assert len(run.scalar("losses/loss")[0]) == 10
     assert run.tensor("activations/4").steps() == [0, 5]
+
+
+def _grad_hook_count(model):
+    return sum(len(p._backward_hooks or {}) for p in model.parameters())
+
+
+def test_every_step_saving_keeps_step_hooks_and_records_each_step(run_dir, tiny):
+    """Consecutive save steps with the same plan reuse the gradient hooks; they are removed
+    when the next step does not save, and every saved step still gets its gradients and
+    weights with the values of that step."""
+    model, opt, crit, batches = tiny
+    colls = ["losses", ts.Collection("weights", save_steps=list(range(0, 6)) + [9]),
+             ts.Collection("gradients", save_steps=list(range(0, 6)) + [9])]
+    seen = []
+    with ts.Hook(run_dir, collections=colls, system_monitor_interval_ms=0) as hook:
+        hook.register_module(model)
+        hook.register_loss(crit)
+        hook.register_optimizer(opt)
+        for i, (x, y) in enumerate(batches[:12]):
+            loss = crit(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            seen.append({n: p.grad.abs().max().item() for n, p in model.named_parameters()})
+            opt.step()
+            if i == 3:  # steps 0..5 save: hooks installed once and kept
+                assert _grad_hook_count(model) == len(list(model.parameters()))
+            if i == 7:  # 6..8 do not save: removed
+                assert _grad_hook_count(model) == 0
+    assert _grad_hook_count(model) == 0
+    run = ts.open_run(run_dir)
+    for n, _ in model.named_parameters():
+        t = run.tensor(f"gradients/{n}")
+        assert t.steps() == [0, 1, 2, 3, 4, 5, 9]
+        for step in t.steps():
+            r = t.reductions(step)
+            assert max(abs(r["max"]), abs(r["min"])) == pytest.approx(seen[step][n], rel=1e-6)
+
+
+def test_parameter_views_follow_replaced_storage(run_dir, tiny):
+    """The hook keeps numpy views of parameters between saves; assigning new storage to a
+    parameter (p.data = ...) must be seen at the next save."""
+    model, opt, crit, batches = tiny
+    colls = [ts.Collection("weights", save_interval=1)]
+    w = model[0].weight
+    with ts.Hook(run_dir, collections=colls, system_monitor_interval_ms=0) as hook:
+        hook.register_module(model)
+        model(batches[0][0])
+        model(batches[1][0])
+        with torch.no_grad():
+            w.data = torch.full((16, 8), 7.0)  # new storage, same Parameter object
+        model(batches[2][0])
+        with torch.no_grad():
+            w.copy_(torch.full((16, 8), -3.0))  # in place: the kept view sees it
+        model(batches[3][0])
+    run = ts.open_run(run_dir)
+    t = run.tensor("weights/0.weight")
+    assert t.steps() == [0, 1, 2, 3]
+    assert t.reduction(1, "max") != 7.0
+    assert t.reduction(2, "max") == 7.0 and t.reduction(2, "min") == 7.0
+    assert t.reduction(3, "max") == -3.0 and t.reduction(3, "min") == -3.0
+
+
+def test_step_records_and_losses_are_written_in_bursts_without_loss(run_dir, tiny):
+    """StepRecords and losses are handed to the core in bursts: all of them arrive, in step
+    order, after flush() and after close, and a reader sees them after flush() while the
+    hook is still open."""
+    model, opt, crit, batches = tiny
+    hook = ts.Hook(run_dir, system_monitor_interval_ms=0, stop_check_interval_ms=10**6)
+    hook.register_module(model)
+    hook.register_loss(crit)
+    losses = train(hook, model, opt, crit, batches[:30])
+    hook.flush()
+    run = ts.open_run(run_dir)
+    steps, values = run.scalar("losses/loss")
+    assert list(steps) == list(range(30))
+    np.testing.assert_allclose(values, losses, rtol=1e-6)
+    assert [r["step"] for r in run.step_records()] == list(range(29))  # step 29 still open
+    hook.close()
+    run = ts.open_run(run_dir)
+    assert [r["step"] for r in run.step_records()] == list(range(30))
