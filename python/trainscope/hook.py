@@ -427,7 +427,8 @@ class Hook:
             def step(opt, *args, **kwargs):
                 t0 = time.perf_counter_ns()
                 try:
-                    hook._mark_backward_end(t0)
+                    if hook._bwd_start_ns and hook._bwd_ns < 0:  # _mark_backward_end, inline
+                        hook._bwd_ns = t0 - hook._bwd_start_ns
                     if hook._plan is not None:
                         hook._flush_batches(device=False)
                 except Exception as e:
@@ -633,8 +634,7 @@ class Hook:
             now = _now_us()
             if self._auto_step:
                 if self._open:
-                    self._close_step(now)
-                    self._advance()
+                    self._end_step(now)
                 if not self._explicit_mode:
                     self.mode = Mode.TRAIN if module.training else Mode.EVAL
                 self._open_step(now)
@@ -773,6 +773,30 @@ class Hook:
         return None
 
     # ====================================================================== step machinery
+    def _end_step(self, now_us: int) -> None:
+        """_close_step() then _advance(), once per training step: the common case (nothing
+        saved, no profiler window, no step callbacks, no device losses waiting) inline."""
+        if (self._plan is not None or self._device_scalars or self._profiling is not None
+                or self._step_callbacks or not self._open):
+            self._close_step(now_us)
+            self._advance()
+            return
+        self._open = False
+        mode = self.mode
+        ms = self._mode_steps[mode]
+        step = self.step_count
+        w = self._writer
+        if w is not None:  # deferred, like the loss: see _pending
+            fwd, bwd, opt = self._fwd_ns, self._bwd_ns, self._opt_ns
+            self._pending.append((w.add_step, (
+                step, int(mode), ms, self._step_start_us, now_us, self._data_wait_us,
+                fwd // 1000 if fwd >= 0 else -1, bwd // 1000 if bwd >= 0 else -1,
+                opt // 1000 if opt >= 0 else -1)))
+        self._data_wait_us = self._fwd_ns = self._bwd_ns = self._opt_ns = -1
+        self._bwd_start_ns = self._fwd_start_ns = 0
+        self.step_count = step + 1
+        self._mode_steps[mode] = ms + 1
+
     def _advance(self) -> None:
         self.step_count += 1
         self._mode_steps[self.mode] = self._mode_steps.get(self.mode, 0) + 1
@@ -1383,8 +1407,7 @@ class _TimedLoader:
             now = _now_us()
             try:
                 if hook._auto_step and hook._open:
-                    hook._close_step(now)
-                    hook._advance()
+                    hook._end_step(now)
             except Exception as e:
                 hook._fail("loader", e)
             t0 = time.perf_counter_ns()
