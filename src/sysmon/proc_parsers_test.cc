@@ -275,6 +275,60 @@ TEST(ProcessTree, NewChildOfKnownMemberFoundBetweenScans) {
   ASSERT_EQ(system(("rm -rf " + root).c_str()), 0);
 }
 
+// Full scans read only the stat files of processes they have not seen (the parent of a known
+// process is remembered); every kVerifyEvery-th scan reads all of them again, which is when a
+// process reparented into the tree is found. A process that exits leaves at once.
+TEST(ProcessTree, FullScansReadNewProcessesAndVerifyPeriodically) {
+  char tmpl[] = "/tmp/ts_tree_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl, src = testing::Fixture(std::string(kC) + "t0");
+  ASSERT_EQ(system(("cp -r " + src + "/proc " + root + "/").c_str()), 0);
+  const auto write_stat = [&](int pid, int ppid) {
+    const std::string dir = root + "/proc/" + std::to_string(pid);
+    ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+    std::string line = ReadFixture(std::string(kC) + "t0/proc/57/stat");
+    line.replace(0, line.find(' '), std::to_string(pid));  // pid
+    const size_t close = line.rfind(')');                  // "... (comm) S 43 ..."
+    const size_t ppid_at = line.find(' ', close + 3) + 1;
+    line.replace(ppid_at, line.find(' ', ppid_at) - ppid_at, std::to_string(ppid));
+    ASSERT_EQ(system(("printf '%s' '" + line + "' > " + dir + "/stat").c_str()), 0);
+  };
+  ProcessTreeCollector c(root, 1, /*rescan_every=*/1);  // a full scan every sample
+  ProcessSnapshot s;
+  ASSERT_TRUE(c.Collect(&s));  // verify scan: every stat file (1, 40, 41, 42, 43, 57, 60)
+  const uint64_t all = c.scan_reads();
+  EXPECT_EQ(all, 7u);
+  const size_t tree = s.procs.size();
+  ASSERT_TRUE(c.Collect(&s));  // only the root is read again for its parent
+  EXPECT_EQ(c.scan_reads(), all + 1);
+  EXPECT_EQ(s.procs.size(), tree);
+
+  write_stat(70, 43);  // a new child of a member: read, and in the tree at once
+  ASSERT_TRUE(c.Collect(&s));
+  EXPECT_EQ(c.scan_reads(), all + 1 + 2);
+  ASSERT_EQ(s.procs.size(), tree + 1);
+  EXPECT_EQ(s.procs.back().pid, 70);
+
+  ASSERT_EQ(system(("rm -rf " + root + "/proc/70").c_str()), 0);  // it exits
+  ASSERT_TRUE(c.Collect(&s));
+  EXPECT_EQ(s.procs.size(), tree);
+
+  // 60 is not in the tree; reparent it to member 43: seen only at the next verify scan.
+  bool in_tree = false;
+  for (const ProcStat& p : s.procs) in_tree |= p.pid == 60;
+  ASSERT_FALSE(in_tree);
+  write_stat(60, 43);
+  int scans_until_seen = 0;
+  for (int i = 0; i <= ProcessTreeCollector::kVerifyEvery && !in_tree; ++i) {
+    ASSERT_TRUE(c.Collect(&s));
+    ++scans_until_seen;
+    for (const ProcStat& p : s.procs) in_tree |= p.pid == 60;
+  }
+  EXPECT_TRUE(in_tree);
+  EXPECT_EQ(scans_until_seen, ProcessTreeCollector::kVerifyEvery + 1 - 4);  // 4 scans done
+  ASSERT_EQ(system(("rm -rf " + root).c_str()), 0);
+}
+
 TEST(ProcessTree, MissingRootFails) {
   ProcessTreeCollector c(testing::Fixture(std::string(kC) + "t0"), 99999, 1);
   ProcessSnapshot s;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <iterator>
 #include <unordered_map>
 
 #include "sysmon/proc_file.h"
@@ -122,6 +123,7 @@ bool ProcessTreeCollector::ReadKnown(ProcessSnapshot* out) {
 bool ProcessTreeCollector::FullScan(ProcessSnapshot* out) {
   out->procs.clear();
   all_.clear();
+  pids_.clear();
   DIR* dir = ::opendir(proc_dir_.c_str());
   if (dir == nullptr) return false;
   while (struct dirent* e = ::readdir(dir)) {
@@ -129,27 +131,61 @@ bool ProcessTreeCollector::FullScan(ProcessSnapshot* out) {
     if (*n < '1' || *n > '9') continue;
     int64_t pid = 0;
     if (!ParseI64(n, &pid) || pid > (int64_t{1} << 31)) continue;
-    ProcStat p;
-    if (ReadPid(static_cast<int>(pid), &p, nullptr)) all_.push_back(std::move(p));
+    pids_.push_back(static_cast<int>(pid));
   }
   ::closedir(dir);
-  // Breadth-first from the root over parent links.
-  std::unordered_multimap<int, size_t> children;
-  size_t root_index = all_.size();
-  for (size_t i = 0; i < all_.size(); ++i) {
-    if (all_[i].pid == root_pid_) root_index = i;
-    children.emplace(all_[i].ppid, i);
+  const uint64_t scan = ++scans_;
+  const bool verify = (scan - 1) % kVerifyEvery == 0;
+  // Parent links: remembered, or read for processes not seen before (all on a verify scan).
+  std::unordered_multimap<int, int> children;  // ppid -> pid
+  children.reserve(pids_.size());
+  for (int pid : pids_) {
+    auto it = known_.find(pid);
+    if (it != known_.end() && !verify && pid != root_pid_) {
+      it->second.scan = scan;
+      children.emplace(it->second.ppid, pid);
+      continue;
+    }
+    ProcStat p;
+    ++scan_reads_;
+    if (!ReadPid(pid, &p, nullptr)) {
+      if (it != known_.end()) known_.erase(it);
+      continue;
+    }
+    known_[pid] = Known{p.ppid, scan};
+    children.emplace(p.ppid, pid);
+    all_.push_back(std::move(p));
   }
-  if (root_index == all_.size()) return false;
-  out->procs.push_back(all_[root_index]);
+  for (auto it = known_.begin(); it != known_.end();) {  // gone since the last scan
+    it = it->second.scan == scan ? std::next(it) : known_.erase(it);
+  }
+  if (known_.find(root_pid_) == known_.end()) return false;
+  // Breadth-first from the root over parent links; members' stat read fresh (this scan's
+  // read if there was one, else now, through the kept descriptors).
+  std::unordered_map<int, size_t> fresh;
+  for (size_t i = 0; i < all_.size(); ++i) fresh.emplace(all_[i].pid, i);
+  auto member = [&](int pid, ProcStat* p) {
+    auto f = fresh.find(pid);
+    if (f != fresh.end()) {
+      *p = all_[f->second];
+      return true;
+    }
+    return ReadPid(pid, p, &files_);
+  };
+  ProcStat root;
+  if (!member(root_pid_, &root)) return false;
+  out->procs.push_back(std::move(root));
+  std::vector<int> kids;
   for (size_t head = 0; head < out->procs.size(); ++head) {
     auto [b, e] = children.equal_range(out->procs[head].pid);
-    std::vector<size_t> kids;
-    for (auto it = b; it != e; ++it) kids.push_back(it->second);
-    std::sort(kids.begin(), kids.end(),
-              [&](size_t x, size_t y) { return all_[x].pid < all_[y].pid; });
-    for (size_t k : kids) {
-      if (all_[k].pid != root_pid_) out->procs.push_back(all_[k]);
+    kids.clear();
+    for (auto it = b; it != e; ++it) {
+      if (it->second != root_pid_) kids.push_back(it->second);
+    }
+    std::sort(kids.begin(), kids.end());
+    for (int k : kids) {
+      ProcStat p;
+      if (member(k, &p)) out->procs.push_back(std::move(p));
     }
   }
   return true;

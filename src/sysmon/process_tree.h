@@ -1,17 +1,21 @@
 // process_tree.h — the process tree rooted at one pid (the training process, its data-loader
 // workers and their children), read from <root>/proc/<pid>/stat.
 //
-// Finding the tree needs every process's parent, so a full scan reads /proc/*/stat; between
-// full scans (every `rescan_every` samples) only the known members' stat files are read, plus
-// their main thread's /proc/<pid>/task/<pid>/children list, so children forked by a member's
-// main thread (DataLoader workers) appear at once and others at the next full scan. Processes are
-// matched across snapshots by (pid, start time) so a reused pid is not mistaken for the old
-// process.
+// Finding the tree needs every process's parent, so a full scan lists /proc and reads the
+// stat file of every process it has not seen before (the parent of a process it has seen is
+// remembered; every kVerifyEvery-th full scan reads them all again, which catches reparenting
+// and pids reused between scans). Between full scans (every `rescan_every` samples) only the
+// known members' stat files are read, plus their main thread's /proc/<pid>/task/<pid>/children
+// list, so children forked by a member's main thread (DataLoader workers) appear at once and
+// others at the next full scan. Members' stat files are read on every sample whatever the scan.
+// Processes are matched across snapshots by (pid, start time) so a reused pid is not mistaken
+// for the old process.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sysmon/proc_file.h"
@@ -44,6 +48,10 @@ class ProcessTreeCollector {
   // malformed ones are counted in malformed().
   bool Collect(ProcessSnapshot* out);
   uint64_t malformed() const { return malformed_; }
+  // stat files read by full scans so far (tests and benchmarks).
+  uint64_t scan_reads() const { return scan_reads_; }
+
+  static constexpr int kVerifyEvery = 6;
 
  private:
   bool FullScan(ProcessSnapshot* out);
@@ -60,8 +68,17 @@ class ProcessTreeCollector {
   std::vector<int> members_;
   std::string buf_;
   KernelFileCache files_;
-  std::vector<ProcStat> all_;  // scratch for full scans
+  // Every process seen by a full scan: its parent, and the scan that last listed it.
+  struct Known {
+    int ppid;
+    uint64_t scan;
+  };
+  std::unordered_map<int, Known> known_;
+  uint64_t scans_ = 0;
+  std::vector<int> pids_;      // scratch: the pids a full scan lists
+  std::vector<ProcStat> all_;  // scratch: stat files read by a full scan
   uint64_t malformed_ = 0;
+  uint64_t scan_reads_ = 0;
 };
 
 struct ProcRate {
