@@ -41,7 +41,7 @@ import types
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from . import _core
+from . import _core, _dtypes
 from ._dtypes import torch_to_buffer
 from ._modes import Mode, TrainingStopped
 from .collection import NEVER, Collection, as_collections
@@ -195,11 +195,10 @@ class Hook:
         self._grad_pending = 0
         self._hooked_plan = None  # the plan whose step hooks are installed (_step_handles)
         self._hooked_grads = 0  # how many gradient hooks it installed
-        self._param_ids: set = set()  # id() of the registered parameters
-        self._param_buffers: Dict[int, tuple] = {}  # id(param) -> its numpy view (see _buffer)
         self._grad_seen: set = set()
         self._seen_outputs: set = set()
         self._cpu_batch: List[tuple] = []
+        self._unaccounted: Dict[str, int] = {}  # summary bytes queued, by collection
         # Records from this thread are staged in the core (Writer.staging) and handed to the
         # writer thread in bursts by a committer thread every commit_interval_ms (and at
         # flush/close): waking an idle writer thread for every step's first record costs far
@@ -383,8 +382,6 @@ class Hook:
     def _register_module(self, module) -> None:
         self._model = module
         self._params = [(n, p) for n, p in module.named_parameters()]
-        self._param_ids = {id(p) for _, p in self._params}
-        self._param_buffers.clear()
         self._modules = {n: m for n, m in module.named_modules() if n}
         self._handles.append(module.register_forward_pre_hook(self._on_model_pre))
         self._handles.append(module.register_forward_hook(self._on_model_post))
@@ -552,7 +549,6 @@ class Hook:
                 pass
         self._handles, self._step_handles = [], []
         self._hooked_plan = None
-        self._param_buffers.clear()
         for opt in self._optimizers:
             try:
                 del opt.step  # back to the class's method
@@ -1016,7 +1012,7 @@ class Hook:
             return
         cpu_summaries = self.device_stats != "torch"
         cpu_batch = self._cpu_batch
-        summary_bytes: Dict[str, int] = {}
+        summary_bytes = self._unaccounted  # accounted at the next _flush_batches
         for full, t, (raw, red, buckets), coll in items:
             on_cpu = getattr(t, "is_cpu", True)
             if red:
@@ -1039,26 +1035,15 @@ class Hook:
                 self._writer.add_raw(full, self.step_count, int(self.mode),
                                      self._mode_steps[self.mode], arr, code, list(shape))
                 self._account(coll, arr.nbytes)  # now: may switch raw saving off
-        for coll, nbytes in summary_bytes.items():
-            self._account(coll, nbytes)
-
-    def _buffer(self, t):
-        """torch_to_buffer(t), with the numpy views of parameters kept between saves: a
-        parameter keeps its storage while the optimizer updates it in place."""
-        key = id(t)
-        e = self._param_buffers.get(key)
-        if e is not None and e[0] is t and e[1] == t.data_ptr() and e[2] is t.dtype \
-                and e[3] == t.shape:
-            return e[4], e[5], e[6]
-        arr, code, shape = torch_to_buffer(t)
-        if key in self._param_ids and arr.__array_interface__["data"][0] == t.data_ptr():
-            self._param_buffers[key] = (t, t.data_ptr(), t.dtype, t.shape, arr, code, shape)
-        return arr, code, shape
 
     def _flush_batches(self, device: bool = True) -> None:
         """Writes queued CPU summaries (one core call) and, with device=True, the device
         table (one device-to-host copy, together with pending device losses)."""
         w = self._writer
+        if self._unaccounted:
+            pending_bytes, self._unaccounted = self._unaccounted, {}
+            for coll, nbytes in pending_bytes.items():
+                self._account(coll, nbytes)
         if w is None:
             self._cpu_batch = []
             return
@@ -1067,16 +1052,35 @@ class Hook:
         step, mode, ms = self.step_count, int(self.mode), self._mode_steps[self.mode]
         if self._cpu_batch:
             batch, self._cpu_batch = self._cpu_batch, []
-            groups: Dict[int, tuple] = {}
+            codes_of = _dtypes._torch_map or _dtypes._torch_codes()
+            tensor_type = self._tensor_type()
+            direct: Dict[int, tuple] = {}  # buckets -> names, addresses, counts, codes, shapes
+            groups: Dict[int, tuple] = {}  # buckets -> names, arrays, codes, shapes (numpy)
             for full, t, buckets in batch:
-                arr, code, shape = self._buffer(t)
+                code = codes_of.get(t.dtype) if isinstance(t, tensor_type) else None
+                if code is not None and t.is_contiguous():
+                    # The address of the tensor's memory: no numpy array to make per tensor.
+                    # `batch` keeps the tensors alive through the core call.
+                    g = direct.get(buckets)
+                    if g is None:
+                        g = direct[buckets] = ([], [], [], [], [])
+                    g[0].append(full)
+                    g[1].append(t.data_ptr())
+                    g[2].append(t.numel())
+                    g[3].append(code)
+                    g[4].append(t.shape)
+                    continue
+                arr, code, shape = torch_to_buffer(t)  # other dtypes, non-contiguous
                 g = groups.setdefault(buckets, ([], [], [], []))
                 g[0].append(full)
                 g[1].append(arr)
                 g[2].append(code)
-                g[3].append(list(shape))
+                g[3].append(shape)
+            for buckets, (names, addrs, counts, codes, shapes) in direct.items():
+                w.add_summaries_at(names, step, mode, ms, addrs, counts, codes, shapes, buckets)
             for buckets, (names, arrs, codes, shapes) in groups.items():
                 w.add_summaries(names, step, mode, ms, arrs, codes, shapes, buckets)
+            del batch
         b = self._device_batch
         if device and b is not None and len(b):
             try:
