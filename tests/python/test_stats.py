@@ -87,3 +87,64 @@ def test_all_nonfinite_and_empty():
 def test_non_contiguous_tensor_is_handled():
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()
     check(ts.compute_stats(t), reference(t.contiguous().numpy()))
+
+
+def test_hook_summaries_from_tensor_addresses_match_numpy(tmp_path):
+    """The hook hands contiguous CPU tensors to the core by address (data_ptr/numel) and
+    everything else through numpy; both give NumPy's reductions, for every dtype, views with
+    a storage offset, non-contiguous tensors and empty ones."""
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(40, 30, generator=g)
+    tensors = {
+        "f32": base,
+        "f64": base.double() * 1e3 + 1e8,
+        "f16": base.half(),
+        "bf16": base.bfloat16(),
+        "i32": (base * 100).int(),
+        "i64": (base * 1e6).long(),
+        "u8": (base.abs() * 50).to(torch.uint8),
+        "bool": base > 0,
+        "offset_view": base[7:, 3],  # non-contiguous column
+        "row_view": base[5],  # contiguous, storage offset 150 elements
+        "transposed": base.t(),
+        "empty": torch.zeros(0, 4),
+        "scalar": torch.tensor(2.5),
+        "nan_inf": torch.tensor([1.0, float("nan"), float("inf"), -2.0]),
+    }
+    run_dir = str(tmp_path / "run")
+    with ts.Hook(run_dir, system_monitor_interval_ms=0, collections=[]) as hook:
+        for name, t in tensors.items():
+            hook.save_tensor(name, t)
+        assert hook.errors == {}
+    run = ts.open_run(run_dir)
+    for name, t in tensors.items():
+        ref_src = t.float() if t.dtype == torch.bfloat16 else t
+        ref = reference(ref_src.contiguous().numpy())
+        got = run.tensor(f"tensors/{name}").reductions(0)
+        got.update(run.tensor(f"tensors/{name}").summary(0))
+        for k in ("min", "max", "mean", "l1", "l2"):
+            if k in ref:
+                assert got[k] == pytest.approx(ref[k], rel=1e-9), (name, k)
+        assert list(run.tensor(f"tensors/{name}").summary(0)["shape"]) == list(t.shape), name
+
+
+def test_add_summaries_at_rejects_bad_arguments(tmp_path):
+    run_dir = str(tmp_path / "run")
+    _core.create_or_open_run(run_dir, name="", command=[], config_json="{}", framework="x")
+    w = _core.Writer(run_dir, "worker-0")
+    a = np.arange(10, dtype=np.float32)
+    assert w.add_summaries_at(["a"], 0, 0, 0, [a.ctypes.data], [10], [ts_code(a)], [(10,)]) == 1
+    with pytest.raises(ValueError):
+        w.add_summaries_at(["a", "b"], 0, 0, 0, [a.ctypes.data], [10], [ts_code(a)], [(10,)])
+    with pytest.raises(ValueError):
+        w.add_summaries_at(["a"], 0, 0, 0, [0], [10], [ts_code(a)], [(10,)])
+    with pytest.raises(ValueError):
+        w.add_summaries_at(["a"], 0, 0, 0, [a.ctypes.data], [-1], [ts_code(a)], [(10,)])
+    with pytest.raises(ValueError):
+        w.add_summaries_at(["a"], 0, 0, 0, [a.ctypes.data], [10], [999], [(10,)])
+    w.close()
+
+
+def ts_code(a: np.ndarray) -> int:
+    from trainscope._dtypes import torch_to_buffer
+    return torch_to_buffer(torch.from_numpy(a))[1]
