@@ -3,13 +3,16 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "sysmon/proc_file.h"
 #include "sysmon/process_tree.h"
@@ -118,18 +121,60 @@ TEST(KernelFileCache, ClosesIdleDescriptorsAndStaysBounded) {
     std::error_code ec;
     for (auto it = std::filesystem::recursive_directory_iterator(
              "/proc/sys", std::filesystem::directory_options::skip_permission_denied, ec);
-         it != std::filesystem::recursive_directory_iterator() &&
-         read_ok < 3 * KernelFileCache::kMaxOpen;
+         it != std::filesystem::recursive_directory_iterator() && read_ok < 3 * cache.max_open();
          it.increment(ec)) {
       if (ec) break;
       if (!it->is_regular_file(ec)) continue;
       if (cache.Read(it->path().string(), &out) == ReadResult::kOk) ++read_ok;
-      ASSERT_LE(cache.open_count(), KernelFileCache::kMaxOpen);
+      ASSERT_LE(cache.open_count(), cache.max_open());
     }
-    EXPECT_GT(read_ok, KernelFileCache::kMaxOpen);
-    EXPECT_EQ(cache.open_count(), KernelFileCache::kMaxOpen);
+    EXPECT_GT(read_ok, cache.max_open());
+    EXPECT_EQ(cache.open_count(), cache.max_open());
   }
   EXPECT_EQ(OpenFds(), before);  // the destructor closed everything
+}
+
+TEST(KernelFileCache, KeepsFewDescriptorsUnderALowLimit) {
+  struct rlimit old;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  struct rlimit low = old;
+  low.rlim_cur = 256;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  KernelFileCache cache;
+  EXPECT_EQ(cache.max_open(), 16u);  // 256 / 16
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  EXPECT_EQ(KernelFileCache(3).max_open(), 3u);
+}
+
+// When the process runs out of descriptors (a data loader's file_descriptor sharing, say), the
+// cache gives all of its own back at once, still answers, and keeps none for a while.
+TEST(KernelFileCache, GivesItsDescriptorsBackWhenTheProcessRunsOut) {
+  KernelFileCache cache(8);
+  std::string out;
+  ASSERT_EQ(cache.Read("/proc/self/stat", &out), ReadResult::kOk);
+  ASSERT_EQ(cache.Read("/proc/self/statm", &out), ReadResult::kOk);
+  ASSERT_EQ(cache.open_count(), 2u);
+  struct rlimit old;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  struct rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(OpenFds() + 8);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> hog;  // use every descriptor left
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) hog.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  // Now nothing is free: the next open of a new path fails with EMFILE inside the cache, which
+  // closes its two descriptors and succeeds on the retry.
+  EXPECT_EQ(cache.Read("/proc/self/status", &out), ReadResult::kOk);
+  EXPECT_NE(out.find("Name:"), std::string::npos);
+  EXPECT_EQ(cache.open_count(), 0u);
+  for (int fd : hog) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  // Backing off: reads work, nothing is kept for kBackoffSamples samples.
+  ASSERT_EQ(cache.Read("/proc/self/stat", &out), ReadResult::kOk);
+  EXPECT_EQ(cache.open_count(), 0u);
+  for (uint64_t i = 0; i < KernelFileCache::kBackoffSamples; ++i) cache.EndSample();
+  ASSERT_EQ(cache.Read("/proc/self/stat", &out), ReadResult::kOk);
+  EXPECT_EQ(cache.open_count(), 1u);
 }
 
 TEST(ProcessTree, ReadsTheTreeThroughKeptDescriptors) {

@@ -1,9 +1,11 @@
 #include "sysmon/proc_file.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -55,8 +57,21 @@ bool OnKernelFileSystem(int fd) {
 
 }  // namespace
 
-KernelFileCache::~KernelFileCache() {
+KernelFileCache::KernelFileCache(size_t max_open) : max_open_(max_open) {
+  if (max_open_ == 0) {
+    struct rlimit rl;
+    max_open_ = kMaxOpen;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+      max_open_ = std::min<size_t>(kMaxOpen, static_cast<size_t>(rl.rlim_cur / 16));
+    }
+  }
+}
+
+KernelFileCache::~KernelFileCache() { CloseAll(); }
+
+void KernelFileCache::CloseAll() {
   for (auto& [path, e] : fds_) ::close(e.fd);
+  fds_.clear();
 }
 
 ReadResult KernelFileCache::Read(const std::string& path, std::string* out) {
@@ -68,12 +83,20 @@ ReadResult KernelFileCache::Read(const std::string& path, std::string* out) {
     fds_.erase(it);
   }
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+    // The process (or the system) is out of descriptors: give ours back, at once and for a
+    // while, and try once more.
+    CloseAll();
+    keep_none_until_ = sample_ + kBackoffSamples;
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  }
   if (fd < 0) {
     out->clear();
     return OpenError();
   }
   ReadResult r = ReadAllFromStart(fd, false, out);
-  if (r == ReadResult::kOk && fds_.size() < kMaxOpen && OnKernelFileSystem(fd)) {
+  if (r == ReadResult::kOk && fds_.size() < max_open_ && sample_ >= keep_none_until_ &&
+      OnKernelFileSystem(fd)) {
     fds_.emplace(path, Entry{fd, sample_});
   } else {
     ::close(fd);

@@ -22,14 +22,20 @@ enum class ReadResult { kOk, kMissing, kError };
 // re-reads them. Only files on procfs, sysfs and cgroup file systems are kept: anything else (a
 // test fixture tree) is reopened on every read, so replacing it is seen. A kept descriptor that
 // fails (ESRCH once its process is reaped) is closed and the path opened afresh, whose answer
-// counts. Descriptors not read during the last kIdleSamples samples are closed by EndSample,
-// and at most kMaxOpen are kept. Not thread-safe: one per sampler.
+// counts. Descriptors not read during the last kIdleSamples samples are closed by EndSample.
+// The sampler usually runs inside the training process, whose data loaders may need many
+// descriptors (torch's file_descriptor sharing strategy), so it keeps at most
+// min(kMaxOpen, RLIMIT_NOFILE / 16) of them, and when an open fails for lack of descriptors
+// (EMFILE, ENFILE) it closes them all and keeps none for kBackoffSamples samples.
+// Not thread-safe: one per sampler.
 class KernelFileCache {
  public:
   static constexpr int kIdleSamples = 2;
   static constexpr size_t kMaxOpen = 128;
+  static constexpr uint64_t kBackoffSamples = 100;
 
-  KernelFileCache() = default;
+  // max_open 0: min(kMaxOpen, RLIMIT_NOFILE soft limit / 16).
+  explicit KernelFileCache(size_t max_open = 0);
   KernelFileCache(const KernelFileCache&) = delete;
   KernelFileCache& operator=(const KernelFileCache&) = delete;
   ~KernelFileCache();
@@ -38,14 +44,19 @@ class KernelFileCache {
   // Call once per sample, after its reads.
   void EndSample();
   size_t open_count() const { return fds_.size(); }
+  size_t max_open() const { return max_open_; }
 
  private:
   struct Entry {
     int fd;
     uint64_t last_used;
   };
+  void CloseAll();
+
   std::unordered_map<std::string, Entry> fds_;
   uint64_t sample_ = 0;
+  size_t max_open_;
+  uint64_t keep_none_until_ = 0;  // sample number; after running out of descriptors
 };
 
 // Reads the whole of `path` into *out (replacing its contents). kMissing for ENOENT/ESRCH/ENOTDIR
