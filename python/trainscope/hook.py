@@ -862,16 +862,18 @@ class Hook:
         self._grad_seen.clear()
         self._seen_outputs.clear()
         if plan.params:
+            # Summarised with the gradients (one core call, during backward and so still
+            # before optimizer.step() changes them) when this step has gradient hooks.
             self._save_items(plan.params)
-            if not plan.grads:  # else they go with the gradients, still before optimizer.step()
-                self._flush_batches(device=False)
         if self._hooked_plan is plan:  # kept from the previous step, which saved the same
             self._grad_pending = self._hooked_grads
+            if plan.params and not self._grad_pending:
+                self._flush_batches(device=False)
             return
         self._remove_step_hooks()
         self._hooked_plan = plan
+        self._grad_pending = 0
         if plan.grads:
-            self._grad_pending = 0
             params = dict(self._params)
             for pname in plan.grads:
                 p = params.get(pname)
@@ -880,6 +882,8 @@ class Hook:
                         functools.partial(self._on_grad, pname)))
                     self._grad_pending += 1
         self._hooked_grads = self._grad_pending
+        if plan.params and not self._grad_pending:  # no gradient will come: now
+            self._flush_batches(device=False)
         for mname in plan.outputs:
             m = self._modules.get(mname)
             if m is not None:

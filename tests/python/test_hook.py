@@ -431,3 +431,27 @@ def test_step_records_and_losses_are_written_in_bursts_without_loss(run_dir, tin
     hook.close()
     run = ts.open_run(run_dir)
     assert [r["step"] for r in run.step_records()] == list(range(30))
+
+
+def test_weights_only_steps_after_a_gradient_step_are_pre_update(run_dir, tiny):
+    """A save step's weights are the values before that step's optimizer.step(), whether the
+    step also saves gradients (summarised together during backward) or not."""
+    model, opt, crit, batches = tiny
+    colls = [ts.Collection("weights", save_interval=1),
+             ts.Collection("gradients", save_steps=[0, 3])]
+    before = []
+    with ts.Hook(run_dir, collections=colls, system_monitor_interval_ms=0) as hook:
+        hook.register_module(model)
+        hook.register_loss(crit)
+        for x, y in batches[:6]:
+            before.append(model[0].weight.detach().clone())
+            loss = crit(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    t = ts.open_run(run_dir).tensor("weights/0.weight")
+    assert t.steps() == list(range(6))
+    for step in range(6):
+        w = before[step].double()
+        assert t.reduction(step, "l1") == pytest.approx(float(w.abs().sum()), rel=1e-9), step
+    assert ts.open_run(run_dir).tensor("gradients/0.weight").steps() == [0, 3]
