@@ -91,6 +91,28 @@ std::shared_ptr<PyWriter> OpenWriter(const std::string& run_dir, const std::stri
   return out;
 }
 
+// Computes the statistics of data[i] (counts[i] elements of recs[i].dtype) with the GIL
+// released, completes recs[i] and queues it. Returns how many were queued.
+size_t SummarizeAndPut(PyWriter& w, std::vector<SummaryRecord>& recs,
+                       const std::vector<const void*>& data, const std::vector<size_t>& counts,
+                       int64_t step, Mode mode, int64_t mode_step, int buckets) {
+  py::gil_scoped_release release;
+  HistogramOptions h;
+  h.buckets = buckets;
+  int64_t now = NowMicros();
+  size_t ok = 0;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    auto& r = recs[i];
+    r.stats = ComputeStats(data[i], counts[i], r.dtype, h);
+    r.step = step;
+    r.mode = mode;
+    r.mode_step = mode_step;
+    r.wall_us = now;
+    ok += w.Put(std::move(r)) ? 1 : 0;
+  }
+  return ok;
+}
+
 }  // namespace
 
 void InitWriter(py::module_& m) {
@@ -147,35 +169,21 @@ void InitWriter(py::module_& m) {
               throw py::value_error(
                   "add_summaries: names, buffers, dtypes, shapes differ in length");
             }
-            Writer& writer = w.get();
+            w.get();
             std::vector<py::buffer_info> infos;
             std::vector<SummaryRecord> recs(n);
+            std::vector<const void*> data(n);
+            std::vector<size_t> counts(n);
             infos.reserve(n);
-            Mode md = ToMode(mode);
             for (size_t i = 0; i < n; ++i) {
               infos.push_back(RequestContiguous(buffers[i].cast<py::buffer>()));
               recs[i].dtype = CheckDType(dtypes[i], static_cast<size_t>(infos[i].itemsize));
               recs[i].name = names[i];
               recs[i].shape = ToShape(shapes[i]);
+              data[i] = infos[i].ptr;
+              counts[i] = static_cast<size_t>(infos[i].size);
             }
-            size_t ok = 0;
-            {
-              py::gil_scoped_release release;
-              HistogramOptions h;
-              h.buckets = buckets;
-              int64_t now = NowMicros();
-              for (size_t i = 0; i < n; ++i) {
-                auto& r = recs[i];
-                r.stats =
-                    ComputeStats(infos[i].ptr, static_cast<size_t>(infos[i].size), r.dtype, h);
-                r.step = step;
-                r.mode = md;
-                r.mode_step = mode_step;
-                r.wall_us = now;
-                ok += w.Put(std::move(r)) ? 1 : 0;
-              }
-            }
-            return ok;
+            return SummarizeAndPut(w, recs, data, counts, step, ToMode(mode), mode_step, buckets);
           },
           py::arg("names"), py::arg("step"), py::arg("mode"), py::arg("mode_step"),
           py::arg("buffers"), py::arg("dtypes"), py::arg("shapes"), py::arg("buckets") = 0,
@@ -192,10 +200,10 @@ void InitWriter(py::module_& m) {
               throw py::value_error(
                   "add_summaries_at: names, addresses, counts, dtypes, shapes differ in length");
             }
-            Writer& writer = w.get();
-            (void)writer;
+            w.get();
             std::vector<SummaryRecord> recs(n);
-            Mode md = ToMode(mode);
+            std::vector<const void*> data(n);
+            std::vector<size_t> sizes(n);
             for (size_t i = 0; i < n; ++i) {
               if (counts[i] < 0 || (counts[i] > 0 && addresses[i] == 0)) {
                 throw py::value_error("add_summaries_at: " + names[i] +
@@ -204,25 +212,10 @@ void InitWriter(py::module_& m) {
               recs[i].dtype = CheckDType(dtypes[i], 0, false);
               recs[i].name = names[i];
               recs[i].shape = ToShape(shapes[i]);
+              data[i] = reinterpret_cast<const void*>(addresses[i]);
+              sizes[i] = static_cast<size_t>(counts[i]);
             }
-            size_t ok = 0;
-            {
-              py::gil_scoped_release release;
-              HistogramOptions h;
-              h.buckets = buckets;
-              int64_t now = NowMicros();
-              for (size_t i = 0; i < n; ++i) {
-                auto& r = recs[i];
-                r.stats = ComputeStats(reinterpret_cast<const void*>(addresses[i]),
-                                       static_cast<size_t>(counts[i]), r.dtype, h);
-                r.step = step;
-                r.mode = md;
-                r.mode_step = mode_step;
-                r.wall_us = now;
-                ok += w.Put(std::move(r)) ? 1 : 0;
-              }
-            }
-            return ok;
+            return SummarizeAndPut(w, recs, data, sizes, step, ToMode(mode), mode_step, buckets);
           },
           py::arg("names"), py::arg("step"), py::arg("mode"), py::arg("mode_step"),
           py::arg("addresses"), py::arg("counts"), py::arg("dtypes"), py::arg("shapes"),
