@@ -41,8 +41,8 @@ import types
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from . import _core, _dtypes
-from ._dtypes import torch_to_buffer
+from . import _core
+from ._dtypes import _torch_codes, torch_to_buffer
 from ._modes import Mode, TrainingStopped
 from .collection import NEVER, Collection, as_collections
 
@@ -424,8 +424,7 @@ class Hook:
             def step(opt, *args, **kwargs):
                 t0 = time.perf_counter_ns()
                 try:
-                    if hook._bwd_start_ns and hook._bwd_ns < 0:  # _mark_backward_end, inline
-                        hook._bwd_ns = t0 - hook._bwd_start_ns
+                    hook._mark_backward_end(t0)
                     if hook._plan is not None:
                         hook._flush_batches(device=False)
                 except Exception as e:
@@ -630,7 +629,8 @@ class Hook:
             now = _now_us()
             if self._auto_step:
                 if self._open:
-                    self._end_step(now)
+                    self._close_step(now)
+                    self._advance()
                 if not self._explicit_mode:
                     self.mode = Mode.TRAIN if module.training else Mode.EVAL
                 self._open_step(now)
@@ -769,30 +769,6 @@ class Hook:
         return None
 
     # ====================================================================== step machinery
-    def _end_step(self, now_us: int) -> None:
-        """_close_step() then _advance(), once per training step: the common case (nothing
-        saved, no profiler window, no step callbacks, no device losses waiting) inline."""
-        if (self._plan is not None or self._device_scalars or self._profiling is not None
-                or self._step_callbacks or not self._open):
-            self._close_step(now_us)
-            self._advance()
-            return
-        self._open = False
-        mode = self.mode
-        ms = self._mode_steps[mode]
-        step = self.step_count
-        w = self._writer
-        if w is not None:  # deferred, like the loss: see _pending
-            fwd, bwd, opt = self._fwd_ns, self._bwd_ns, self._opt_ns
-            self._pending.append((w.add_step, (
-                step, int(mode), ms, self._step_start_us, now_us, self._data_wait_us,
-                fwd // 1000 if fwd >= 0 else -1, bwd // 1000 if bwd >= 0 else -1,
-                opt // 1000 if opt >= 0 else -1)))
-        self._data_wait_us = self._fwd_ns = self._bwd_ns = self._opt_ns = -1
-        self._bwd_start_ns = self._fwd_start_ns = 0
-        self.step_count = step + 1
-        self._mode_steps[mode] = ms + 1
-
     def _advance(self) -> None:
         self.step_count += 1
         self._mode_steps[self.mode] = self._mode_steps.get(self.mode, 0) + 1
@@ -848,8 +824,11 @@ class Hook:
         return min((c.next_save(mode, from_step, self.save_interval) for c in
                     getattr(self, "_tensor_colls", ())), default=NEVER)
 
+    def _active_collections(self, mode: Mode, ms: int) -> tuple:
+        return tuple(c.name for c in self._tensor_colls if c.saves_at(mode, ms, self.save_interval))
+
     def _begin_save(self, mode: Mode, ms: int) -> None:
-        active = tuple(c.name for c in self._tensor_colls if c.saves_at(mode, ms, self.save_interval))
+        active = self._active_collections(mode, ms)
         if not active or self._model is None:
             return
         plan = self._plan_cache.get(active)
@@ -910,9 +889,7 @@ class Hook:
         nxt = self._mode_steps[mode] + 1
         if self._next_save.get(mode) != nxt:
             return False
-        active = tuple(c.name for c in self._tensor_colls
-                       if c.saves_at(mode, nxt, self.save_interval))
-        return self._plan_cache.get(active) is plan
+        return self._plan_cache.get(self._active_collections(mode, nxt)) is plan
 
     def _remove_step_hooks(self) -> None:
         for h in self._step_handles:
@@ -1056,7 +1033,7 @@ class Hook:
         step, mode, ms = self.step_count, int(self.mode), self._mode_steps[self.mode]
         if self._cpu_batch:
             batch, self._cpu_batch = self._cpu_batch, []
-            codes_of = _dtypes._torch_map or _dtypes._torch_codes()
+            codes_of = _torch_codes()
             tensor_type = self._tensor_type()
             direct: Dict[int, tuple] = {}  # buckets -> names, addresses, counts, codes, shapes
             groups: Dict[int, tuple] = {}  # buckets -> names, arrays, codes, shapes (numpy)
@@ -1415,7 +1392,8 @@ class _TimedLoader:
             now = _now_us()
             try:
                 if hook._auto_step and hook._open:
-                    hook._end_step(now)
+                    hook._close_step(now)
+                    hook._advance()
             except Exception as e:
                 hook._fail("loader", e)
             t0 = time.perf_counter_ns()
