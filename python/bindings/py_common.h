@@ -42,5 +42,6 @@ void InitReader(py::module_& m);
 void InitRun(py::module_& m);
 void InitRules(py::module_& m);
 void InitSysmon(py::module_& m);
+void InitStepClock(py::module_& m);
 
 }  // namespace trainscope::pyb

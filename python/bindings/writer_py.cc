@@ -91,18 +91,20 @@ std::shared_ptr<PyWriter> OpenWriter(const std::string& run_dir, const std::stri
   return out;
 }
 
-// Computes the statistics of data[i] (counts[i] elements of recs[i].dtype) with the GIL
-// released, completes recs[i] and queues it. Returns how many were queued.
+// Computes the statistics of data[i] (counts[i] elements of recs[i].dtype, with buckets[i]
+// histogram buckets, or buckets[0] for all when it has one entry) with the GIL released,
+// completes recs[i] and queues it. Returns how many were queued.
 size_t SummarizeAndPut(PyWriter& w, std::vector<SummaryRecord>& recs,
                        const std::vector<const void*>& data, const std::vector<size_t>& counts,
-                       int64_t step, Mode mode, int64_t mode_step, int buckets) {
+                       int64_t step, Mode mode, int64_t mode_step,
+                       const std::vector<int>& buckets) {
   py::gil_scoped_release release;
   HistogramOptions h;
-  h.buckets = buckets;
   int64_t now = NowMicros();
   size_t ok = 0;
   for (size_t i = 0; i < recs.size(); ++i) {
     auto& r = recs[i];
+    h.buckets = buckets.size() == 1 ? buckets[0] : buckets[i];
     r.stats = ComputeStats(data[i], counts[i], r.dtype, h);
     r.step = step;
     r.mode = mode;
@@ -183,7 +185,7 @@ void InitWriter(py::module_& m) {
               data[i] = infos[i].ptr;
               counts[i] = static_cast<size_t>(infos[i].size);
             }
-            return SummarizeAndPut(w, recs, data, counts, step, ToMode(mode), mode_step, buckets);
+            return SummarizeAndPut(w, recs, data, counts, step, ToMode(mode), mode_step, {buckets});
           },
           py::arg("names"), py::arg("step"), py::arg("mode"), py::arg("mode_step"),
           py::arg("buffers"), py::arg("dtypes"), py::arg("shapes"), py::arg("buckets") = 0,
@@ -215,7 +217,7 @@ void InitWriter(py::module_& m) {
               data[i] = reinterpret_cast<const void*>(addresses[i]);
               sizes[i] = static_cast<size_t>(counts[i]);
             }
-            return SummarizeAndPut(w, recs, data, sizes, step, ToMode(mode), mode_step, buckets);
+            return SummarizeAndPut(w, recs, data, sizes, step, ToMode(mode), mode_step, {buckets});
           },
           py::arg("names"), py::arg("step"), py::arg("mode"), py::arg("mode_step"),
           py::arg("addresses"), py::arg("counts"), py::arg("dtypes"), py::arg("shapes"),
@@ -223,6 +225,67 @@ void InitWriter(py::module_& m) {
           "add_summaries over raw addresses of C-contiguous CPU memory (torch: t.data_ptr(), "
           "t.numel()) that the caller keeps alive for the call: no buffer objects to make. "
           "For the hook's own use.")
+      .def(
+          "add_summaries_batch",
+          [](PyWriter& w, const py::list& batch, int64_t step, int mode, int64_t mode_step,
+             const py::dict& codes) -> py::list {
+            w.get();
+            const size_t n = batch.size();
+            std::vector<SummaryRecord> recs;
+            std::vector<const void*> data;
+            std::vector<size_t> counts;
+            std::vector<int> buckets;
+            recs.reserve(n);
+            data.reserve(n);
+            counts.reserve(n);
+            buckets.reserve(n);
+            py::list rest;  // indices left to the caller
+            for (size_t i = 0; i < n; ++i) {
+              try {
+                py::tuple item = batch[i].cast<py::tuple>();
+                if (item.size() != 3) throw py::value_error("expected (name, tensor, buckets)");
+                py::handle t = item[1];
+                py::handle code = PyDict_GetItemWithError(codes.ptr(), t.attr("dtype").ptr());
+                if (!code) {
+                  if (PyErr_Occurred()) throw py::error_already_set();
+                  rest.append(i);
+                  continue;
+                }
+                if (!t.attr("is_contiguous")().cast<bool>()) {
+                  rest.append(i);
+                  continue;
+                }
+                int64_t numel = t.attr("numel")().cast<int64_t>();
+                uintptr_t addr = t.attr("data_ptr")().cast<uintptr_t>();
+                if (numel < 0 || (numel > 0 && addr == 0)) {
+                  rest.append(i);
+                  continue;
+                }
+                SummaryRecord r;
+                r.dtype = CheckDType(code.cast<int>(), 0, false);
+                r.name = item[0].cast<std::string>();
+                py::object shape = t.attr("shape");
+                r.shape = ToShape(shape);
+                recs.push_back(std::move(r));
+                data.push_back(reinterpret_cast<const void*>(addr));
+                counts.push_back(static_cast<size_t>(numel));
+                buckets.push_back(item[2].cast<int>());
+              } catch (py::error_already_set&) {  // fetched: dropping it clears it
+                rest.append(i);
+              } catch (const std::exception&) {
+                rest.append(i);
+              }
+            }
+            if (!recs.empty())
+              SummarizeAndPut(w, recs, data, counts, step, ToMode(mode), mode_step, buckets);
+            return rest;
+          },
+          py::arg("batch"), py::arg("step"), py::arg("mode"), py::arg("mode_step"),
+          py::arg("codes"),
+          "Summaries of CPU torch tensors given as [(name, tensor, buckets)], read in place "
+          "(t.data_ptr(), t.numel(), kept alive by `batch` through the call) when contiguous "
+          "with a dtype in `codes` ({torch.dtype: DType code}). Returns the indices of the "
+          "others (non-contiguous, other dtypes) for the caller. For the hook's own use.")
       .def(
           "add_summary_table",
           [](PyWriter& w, const std::vector<std::string>& names, int64_t step, int mode,

@@ -111,6 +111,50 @@ class _Plan:
         return not (self.params or self.grads or self.outputs or self.inputs)
 
 
+MODES = (Mode.TRAIN, Mode.EVAL, Mode.PREDICT)  # training modes (GLOBAL is for readers)
+
+
+class _ModeArray:
+    """One per-mode counter array of the step clock, with the dict surface the hook uses:
+    kind 0 = steps of each mode, 1 = next tensor save step, 2 = next loss save step."""
+
+    __slots__ = ("_clock", "_kind")
+
+    def __init__(self, clock, kind: int):
+        self._clock = clock
+        self._kind = kind
+
+    def __getitem__(self, mode) -> int:
+        return self._clock.get(self._kind, int(mode))
+
+    def __setitem__(self, mode, value) -> None:
+        self._clock.set(self._kind, int(mode), int(value))
+
+    def get(self, mode, default=None):
+        try:
+            return self[mode]
+        except ValueError:
+            return default
+
+    def __iter__(self):
+        return iter(MODES)
+
+    def items(self):
+        return [(m, self[m]) for m in MODES]
+
+    def update(self, values: dict) -> None:
+        for m, v in values.items():
+            self[m] = v
+
+    def __repr__(self) -> str:
+        return repr({m.name: v for m, v in self.items()})
+
+
+def _clock_field(name: str, doc: str) -> property:
+    return property(lambda self: getattr(self._clock, name),
+                    lambda self, v: setattr(self._clock, name, v), doc=doc)
+
+
 class Hook:
     """Captures tensors and timings from a PyTorch training into a run directory.
 
@@ -142,6 +186,40 @@ class Hook:
         max_errors: internal errors after which the hook stops saving tensors.
     """
 
+    # ---- step state, kept by the C step clock (see __init__) -----------------------------
+    step_count = _clock_field("step", "The global step (the current one).")
+    _open = _clock_field("open", "A step is open.")
+    _auto_step = _clock_field("auto_step", "Forward calls of the model end steps.")
+    _explicit_mode = _clock_field("explicit_mode", "set_mode() was called.")
+    record_phases = _clock_field("record_phases", "Time forward, backward and optimizer.")
+
+    @property
+    def mode(self) -> Mode:
+        """The current mode (TRAIN, EVAL or PREDICT)."""
+        return Mode(self._clock.mode)
+
+    @mode.setter
+    def mode(self, mode) -> None:
+        self._clock.mode = int(mode)
+
+    @property
+    def _plan(self) -> "Optional[_Plan]":
+        return self._plan_
+
+    @_plan.setter
+    def _plan(self, plan) -> None:
+        self._plan_ = plan
+        self._clock.plan_active = plan is not None
+
+    @property
+    def _profiling(self):
+        return self._profiling_
+
+    @_profiling.setter
+    def _profiling(self, window) -> None:
+        self._profiling_ = window
+        self._clock.profiling = window is not None
+
     def __init__(self, out_dir: Optional[str] = None, save_interval: int = 100,
                  collections=None, rules=None, actions=None,
                  system_monitor_interval_ms: int = 500, *, raise_on_stop: bool = False,
@@ -153,6 +231,15 @@ class Hook:
                  worker: Optional[str] = None, run_name: str = "", max_errors: int = 50,
                  writer_options: Optional[dict] = None):
         # ---- state that must exist even when setup fails -------------------------------
+        # The per-step fast path in C (python/bindings/step_clock.cc) owns the step state:
+        # counters, mode, the open step and its phase timings, the next save steps, and the
+        # queue of StepRecords and losses. The properties below read and write it there.
+        self._clock = _core.StepClock(self)
+        self._clock.set_stop_type(TrainingStopped)
+        self._mode_steps = _ModeArray(self._clock, 0)
+        self._next_save = _ModeArray(self._clock, 1)  # first mode step that saves a tensor
+        self._loss_next = _ModeArray(self._clock, 2)  # first mode step that saves the loss
+        self._loss_names: List[str] = []
         self._errors: Dict[str, int] = {}
         self.error_count = 0
         self._max_errors = max_errors
@@ -164,8 +251,8 @@ class Hook:
         self._step_handles: List[Any] = []  # handles removed at the end of the step
         self._model = None
         self._params: List[tuple] = []
+        self._param_index: Dict[str, int] = {}
         self._modules: Dict[str, Any] = {}
-        self._losses: Dict[int, str] = {}
         self._optimizers: List[Any] = []
         self._stop_reason: Optional[str] = None
         self._stop_raised = False
@@ -175,27 +262,12 @@ class Hook:
         self._profiling = None
         self.raise_on_stop = bool(raise_on_stop)
         self.strict = bool(strict)
-        self.step_count = 0                 # global step (the current one)
-        self.mode = Mode.TRAIN
-        self._mode_steps = {Mode.TRAIN: 0, Mode.EVAL: 0, Mode.PREDICT: 0}
-        self._explicit_mode = False
         self._auto_step = bool(auto_step)
-        self._open = False
         self._plan: Optional[_Plan] = None
         self._plan_cache: Dict[tuple, _Plan] = {}
-        self._next_save = {Mode.TRAIN: 0, Mode.EVAL: 0, Mode.PREDICT: 0}
-        self._step_start_us = 0
-        self._fwd_start_ns = 0
-        self._fwd_ns = -1
-        self._bwd_start_ns = 0
-        self._bwd_ns = -1
-        self._opt_ns = -1
-        self._data_wait_us = -1
-        self._pending_start_us = 0
-        self._grad_pending = 0
         self._hooked_plan = None  # the plan whose step hooks are installed (_step_handles)
         self._hooked_grads = 0  # how many gradient hooks it installed
-        self._grad_seen: set = set()
+        self._hooked_params: List[Any] = []  # the parameters those hooks are on
         self._seen_outputs: set = set()
         self._cpu_batch: List[tuple] = []
         self._unaccounted: Dict[str, int] = {}  # summary bytes queued, by collection
@@ -203,11 +275,10 @@ class Hook:
         # writer thread in bursts by a committer thread every commit_interval_ms (and at
         # flush/close): waking an idle writer thread for every step's first record costs far
         # more than the record itself on a busy machine.
-        # Records of every step (StepRecord, the loss) as (bound writer method, args), handed
-        # to the core in bursts (at the commit cadence, before other records, at flush/close):
-        # a burst of calls runs with warm caches, where one call per step found them cold
-        # after the model's forward and backward and cost several times more.
-        self._pending: List[tuple] = []  # appended and flushed by the training thread only
+        # Records of every step (StepRecord, the loss) wait in the clock and are handed to the
+        # core in bursts (at the commit cadence, before other records, at flush/close): one
+        # burst runs with warm caches, where one call per step found them cold after the
+        # model's forward and backward and cost several times more. Training thread only.
         self._owner_thread = threading.get_ident()
         self._committer = None
         self._committer_stop = threading.Event()
@@ -219,14 +290,15 @@ class Hook:
         self._first_save_bytes: Dict[str, int] = {}
         self._first_save_step: Dict[str, int] = {}
         self._raw_disabled = False
-        self._next_stop_check_ns = 0
-        self._stop_check_ns = int(stop_check_interval_ms) * 1_000_000
+        self._clock.stop_check_ns = max(0, int(stop_check_interval_ms)) * 1_000_000
         self.record_phases = bool(record_phases)
         self.device_stats = device_stats if device_stats in ("auto", "torch", "core") else "auto"
+        self._clock.loss_on_device = self.device_stats == "torch"
         self.save_interval = max(1, int(save_interval))
         self.storage_budget_bytes = int(storage_budget_bytes or 0)
         self.expected_steps = int(expected_steps)
         self.profiler = profiler
+        self._clock.profile_start_step = int(profiler.start_step) if profiler is not None else -1
         self._system_monitor_interval_ms = int(system_monitor_interval_ms or 0)
 
         env_dir = os.environ.get("TRAINSCOPE_RUN_DIR")
@@ -283,10 +355,10 @@ class Hook:
         self._loss_coll = next((c for c in self.collections if c.name == "losses"), None)
         self._scalar_coll = next((c for c in self.collections if c.name == "scalars"), None)
         self._targets: Dict[str, dict] = {}
-        self._next_save = {m: self._compute_next_save(m, 0) for m in self._next_save}
-        self._loss_next = {m: (NEVER if self._loss_coll is None else
-                               self._loss_coll.next_save(m, 0, self.save_interval))
-                           for m in self._next_save}
+        self._next_save.update({m: self._compute_next_save(m, 0) for m in MODES})
+        self._loss_next.update({m: (NEVER if self._loss_coll is None else
+                                    self._loss_coll.next_save(m, 0, self.save_interval))
+                                for m in MODES})
         self._plan_cache.clear()
 
     def config(self) -> dict:
@@ -320,6 +392,7 @@ class Hook:
         opts.update(writer_options)
         self._writer = _core.Writer(self.out_dir, self.worker, **opts)
         self._writer.staging = True  # handed over in bursts: see _commit()
+        self._clock.set_writer(self._writer)
         self._writer.add_event("run_start", json.dumps({
             "worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(),
             "framework": framework}))
@@ -327,7 +400,8 @@ class Hook:
     def _start_background(self) -> None:
         if self._builtin_rules or self._custom_rules:
             # the training thread hands its deferred records over at this cadence too
-            self._stop_check_ns = min(self._stop_check_ns, _RULES_LATENCY_MS * 1_000_000)
+            self._clock.stop_check_ns = min(self._clock.stop_check_ns,
+                                            _RULES_LATENCY_MS * 1_000_000)
         try:
             self._committer = threading.Thread(target=self._commit_loop,
                                                name="trainscope-commit", daemon=True)
@@ -382,9 +456,11 @@ class Hook:
     def _register_module(self, module) -> None:
         self._model = module
         self._params = [(n, p) for n, p in module.named_parameters()]
+        self._param_index = {n: i for i, (n, _) in enumerate(self._params)}
         self._modules = {n: m for n, m in module.named_modules() if n}
-        self._handles.append(module.register_forward_pre_hook(self._on_model_pre))
-        self._handles.append(module.register_forward_hook(self._on_model_post))
+        # the clock's hook objects (copies of the module get inert ones: see step_clock.cc)
+        self._handles.append(module.register_forward_pre_hook(self._clock.callback(0)))
+        self._handles.append(module.register_forward_hook(self._clock.callback(1)))
         self._targets = self._compute_targets()
         self._plan_cache.clear()
         self._project_storage()
@@ -396,16 +472,18 @@ class Hook:
         function (F.cross_entropy) a wrapper that records is returned: use it instead."""
         try:
             import torch
+            self._clock.set_tensor_type(torch.Tensor)
+            index = self._clock.add_loss_name(f"losses/{name}")
+            self._loss_names.append(f"losses/{name}")
+            on_output = self._clock.callback(2, index)  # (module, inputs, output)
             if isinstance(criterion, torch.nn.Module):
-                self._handles.append(criterion.register_forward_hook(
-                    functools.partial(self._on_loss_output, f"losses/{name}")))
+                self._handles.append(criterion.register_forward_hook(on_output))
                 return criterion
-            hook = self
 
             @functools.wraps(criterion)
             def recorded(*args, **kwargs):
                 out = criterion(*args, **kwargs)
-                hook._on_loss_output(f"losses/{name}", None, args, out)
+                on_output(None, args, out)
                 return out
             return recorded
         except Exception as e:
@@ -418,22 +496,9 @@ class Hook:
         """Times ``optimizer.step()`` (StepRecord.optimizer_us) and ends the backward phase
         there (StepRecord.backward_us). Wraps the instance's step method."""
         try:
-            orig = optimizer.step
-            hook = self
-
-            def step(opt, *args, **kwargs):
-                t0 = time.perf_counter_ns()
-                try:
-                    hook._mark_backward_end(t0)
-                    if hook._plan is not None:
-                        hook._flush_batches(device=False)
-                except Exception as e:
-                    hook._fail("optimizer", e)
-                try:
-                    return orig(*args, **kwargs)
-                finally:
-                    hook._opt_ns = time.perf_counter_ns() - t0
-            optimizer.step = types.MethodType(step, optimizer)
+            # A callable bound like a method, so LR schedulers (which rebind optimizer.step
+            # through __func__.__get__) keep working.
+            optimizer.step = types.MethodType(self._clock.opt_step(optimizer.step), optimizer)
             self._optimizers.append(optimizer)
         except Exception as e:
             if self.strict:
@@ -541,13 +606,13 @@ class Hook:
             self._stop_profiler()
         except Exception as e:
             self._fail("profiler", e)
-        for h in self._handles + self._step_handles:
+        for h in self._handles:
             try:
                 h.remove()
             except Exception:
                 pass
-        self._handles, self._step_handles = [], []
-        self._hooked_plan = None
+        self._handles = []
+        self._remove_step_hooks()
         for opt in self._optimizers:
             try:
                 del opt.step  # back to the class's method
@@ -624,65 +689,79 @@ class Hook:
         return out
 
     # ========================================================================== torch hooks
-    def _on_model_pre(self, module, inputs):
-        try:
-            now = _now_us()
-            if self._auto_step:
-                if self._open:
-                    self._close_step(now)
-                    self._advance()
-                if not self._explicit_mode:
-                    self.mode = Mode.TRAIN if module.training else Mode.EVAL
-                self._open_step(now)
-            elif not self._open:
-                if not self._explicit_mode:
-                    self.mode = Mode.TRAIN if module.training else Mode.EVAL
-                self._open_step(now)
-            if self.record_phases:
-                self._fwd_start_ns = time.perf_counter_ns()
-        except Exception as e:
-            self._fail("forward", e)
-        if self._stop_reason is not None and self.raise_on_stop and not self._stop_raised:
-            self._maybe_raise_stop()
-        return None
+    # The model's forward pre/post hooks, the criterion's forward hook, the optimizer wrapper
+    # and the loader iterator are the clock's (C). They call the _slow_* methods below when a
+    # step needs more than counting, timing and the loss.
+    def _slow_close_pre(self) -> None:
+        """Closing a step with a save in progress or device losses queued."""
+        if self._plan is not None:
+            self._end_save()
+        if len(self._device_scalars) >= 16:
+            self._flush_device_scalars()
+        self._clock.dev_scalars = bool(self._device_scalars)
 
-    def _on_model_post(self, module, inputs, output):
-        if self.record_phases and self._fwd_start_ns:
-            self._fwd_ns = time.perf_counter_ns() - self._fwd_start_ns
-        return None
+    def _slow_close_post(self) -> None:
+        prof = self.profiler
+        if self._profiling is not None and self.step_count + 1 >= prof.end_step:
+            self._stop_profiler()
 
-    def _on_loss_output(self, name, module, inputs, output):
-        try:
-            if self.record_phases and not self._bwd_start_ns:
-                # backward_us runs from the loss computation to optimizer.step()
-                self._bwd_start_ns = time.perf_counter_ns()
-            mode = self.mode
-            ms = self._mode_steps[mode]
-            nxt = self._loss_next[mode]
-            if ms != nxt:
-                if ms < nxt:
-                    return None
-                c = self._loss_coll  # passed the precomputed save step: find the next one
-                nxt = self._loss_next[mode] = (
-                    NEVER if c is None else c.next_save(mode, ms, self.save_interval))
-                if ms != nxt:
-                    return None
-            if self._writer is None or not isinstance(output, self._tensor_type()):
-                return None
-            if self.device_stats == "torch" or output.is_cuda:
-                out = output.detach()
-                if out.numel() != 1:
-                    out = out.float().mean()
-                import torch
-                self._device_scalars.append((name, out.reshape(()).to(torch.float64),
-                                             self.step_count, mode, ms))
-            else:
-                v = output.item() if output.numel() == 1 else float(output.detach().float().mean())
-                self._pending.append((self._writer.add_scalar,
-                                      (name, self.step_count, int(mode), ms, v, _now_us())))
-        except Exception as e:
-            self._fail("loss", e)
-        return None
+    def _slow_stop_check(self) -> None:
+        """Every stop_check_interval_ms at a step start: hands the step records over to the
+        core. The committer thread commits them and polls for stops at the same cadence; only
+        without it does the training thread do that too."""
+        if self._committer is not None:
+            self._flush_pending()
+            if self._clock.stop_check_ns < self._commit_interval_ns:
+                self._poll_stop()  # asked for more often than the committer polls
+        else:
+            self._commit()
+            self._poll_stop()
+
+    def _slow_profile_start(self) -> None:
+        if self.profiler is not None and self._profiling is None:
+            self._start_profiler()
+
+    def _slow_begin_save(self, mode: int, ms: int) -> None:
+        """A step at or past the next save step of its mode begins."""
+        mode = Mode(mode)
+        if self._saving and self._writer is not None:
+            self._next_save[mode] = self._compute_next_save(mode, ms + 1)
+            self._begin_save(mode, ms)
+        else:
+            self._next_save[mode] = NEVER
+
+    def _slow_loss_next(self, mode: int, ms: int) -> tuple:
+        """(next, every, end): the losses save at `next` >= ms and, when every > 0, every
+        `every` steps after it while below `end` (the clock follows that without asking)."""
+        c = self._loss_coll
+        if c is None:
+            return NEVER, 0, NEVER
+        nxt = c.next_save(Mode(mode), ms, self.save_interval)
+        if nxt >= NEVER or c.save_steps is not None:
+            return nxt, 0, NEVER
+        return nxt, c.interval(self.save_interval), NEVER if c.end_step is None else c.end_step
+
+    def _slow_loss(self, index: int, output) -> None:
+        """A loss on a device (summed there, copied in a batch) or with several elements."""
+        name = self._loss_names[index]
+        mode = self.mode
+        ms = self._mode_steps[mode]
+        if self.device_stats == "torch" or output.is_cuda:
+            out = output.detach()
+            if out.numel() != 1:
+                out = out.float().mean()
+            import torch
+            self._device_scalars.append((name, out.reshape(()).to(torch.float64),
+                                         self.step_count, mode, ms))
+            self._clock.dev_scalars = True
+        else:
+            v = float(output.detach().float().mean())
+            self._clock.pend_scalar(name, self.step_count, int(mode), ms, v, _now_us())
+
+    def _slow_opt_flush(self) -> None:
+        if self._plan is not None:
+            self._slow_grads()
+            self._flush_batches(device=False)
 
     _torch_tensor = None
 
@@ -694,24 +773,23 @@ class Hook:
         return t
 
     def _mark_backward_end(self, t_ns: int) -> None:
-        if self._bwd_start_ns and self._bwd_ns < 0:
-            self._bwd_ns = t_ns - self._bwd_start_ns
+        self._clock.mark_backward_end(t_ns)
 
-    def _on_grad(self, pname: str, grad):
-        try:
-            if pname in self._grad_seen or self._plan is None:
-                return None
-            if not self._grad_seen:
-                self._queue_backward_end()
-            self._grad_seen.add(pname)
-            entries = self._plan.grads.get(pname, ())
-            self._save_items([(full, grad, flags, coll) for full, flags, coll in entries])
-            self._grad_pending -= 1
-            if self._grad_pending <= 0:
-                self._flush_batches(device=False)
-        except Exception as e:
-            self._fail("gradients", e)
-        return None
+    def _slow_grads(self) -> None:
+        """Queues the gradients the clock kept (its hooks fire on save steps) and writes the
+        CPU summaries: when the last hooked gradient arrived, at backward end, at
+        optimizer.step() and at the end of the step, whichever comes first."""
+        items = self._clock.take_grads()
+        plan = self._plan
+        if not items or plan is None:
+            return
+        names = self._params
+        batch = []
+        for index, grad in items:
+            for full, flags, coll in plan.grads.get(names[index][0], ()):
+                batch.append((full, grad, flags, coll))
+        self._save_items(batch)
+        self._flush_batches(device=False)
 
     def _queue_backward_end(self) -> None:
         """Asks autograd to call _on_backward_end when this backward pass finishes."""
@@ -725,6 +803,7 @@ class Hook:
         try:
             if not self._optimizers:  # else backward ends where optimizer.step() starts
                 self._mark_backward_end(time.perf_counter_ns())
+            self._slow_grads()
             self._flush_batches(device=False)
         except Exception as e:
             self._fail("gradients", e)
@@ -770,55 +849,14 @@ class Hook:
 
     # ====================================================================== step machinery
     def _advance(self) -> None:
-        self.step_count += 1
-        self._mode_steps[self.mode] = self._mode_steps.get(self.mode, 0) + 1
-        if self._step_callbacks:
-            self._run_step_callbacks("step")
+        self._clock.advance()
 
     def _open_step(self, now_us: int) -> None:
         """Begins the current step: timing, stop checks, and on save steps the save plan."""
-        self._open = True
-        self._step_start_us = self._pending_start_us or now_us
-        self._pending_start_us = 0
-        mode = self.mode
-        ms = self._mode_steps[mode]
-        t = time.perf_counter_ns()
-        if t >= self._next_stop_check_ns:
-            self._next_stop_check_ns = t + self._stop_check_ns
-            self._commit()
-            self._poll_stop()
-        prof = self.profiler
-        if prof is not None and self.step_count == prof.start_step and self._profiling is None:
-            self._start_profiler()
-        if ms >= self._next_save[mode] and self._saving and self._writer is not None:
-            self._next_save[mode] = self._compute_next_save(mode, ms + 1)
-            self._begin_save(mode, ms)
+        self._clock.open_step(now_us)
 
     def _close_step(self, now_us: int) -> None:
-        if not self._open:
-            return
-        self._open = False
-        try:
-            if self._plan is not None:
-                self._end_save()
-            if len(self._device_scalars) >= 16:
-                self._flush_device_scalars()
-            w = self._writer
-            if w is not None:
-                # Deferred, like the loss: see _pending.
-                ns = 1000
-                self._pending.append((w.add_step, (
-                    self.step_count, int(self.mode), self._mode_steps[self.mode],
-                    self._step_start_us, now_us, self._data_wait_us,
-                    self._fwd_ns // ns if self._fwd_ns >= 0 else -1,
-                    self._bwd_ns // ns if self._bwd_ns >= 0 else -1,
-                    self._opt_ns // ns if self._opt_ns >= 0 else -1)))
-        finally:
-            self._data_wait_us = self._fwd_ns = self._bwd_ns = self._opt_ns = -1
-            self._bwd_start_ns = self._fwd_start_ns = 0
-            prof = self.profiler
-            if self._profiling is not None and self.step_count + 1 >= prof.end_step:
-                self._stop_profiler()
+        self._clock.close_step(now_us)
 
     def _compute_next_save(self, mode: Mode, from_step: int) -> int:
         return min((c.next_save(mode, from_step, self.save_interval) for c in
@@ -838,30 +876,31 @@ class Hook:
         if plan.empty():
             return
         self._plan = plan
-        self._grad_seen.clear()
         self._seen_outputs.clear()
         if plan.params:
             # Summarised with the gradients (one core call, during backward and so still
             # before optimizer.step() changes them) when this step has gradient hooks.
             self._save_items(plan.params)
         if self._hooked_plan is plan:  # kept from the previous step, which saved the same
-            self._grad_pending = self._hooked_grads
-            if plan.params and not self._grad_pending:
+            self._clock.grad_begin(self._hooked_grads, len(self._params))
+            if plan.params and not self._hooked_grads:
                 self._flush_batches(device=False)
             return
         self._remove_step_hooks()
         self._hooked_plan = plan
-        self._grad_pending = 0
+        pending = 0
         if plan.grads:
-            params = dict(self._params)
             for pname in plan.grads:
-                p = params.get(pname)
+                index = self._param_index.get(pname)
+                p = None if index is None else self._params[index][1]
                 if p is not None and p.requires_grad:
                     self._step_handles.append(p.register_hook(
-                        functools.partial(self._on_grad, pname)))
-                    self._grad_pending += 1
-        self._hooked_grads = self._grad_pending
-        if plan.params and not self._grad_pending:  # no gradient will come: now
+                        self._clock.callback(3, index)))
+                    self._hooked_params.append(p)
+                    pending += 1
+        self._hooked_grads = pending
+        self._clock.grad_begin(pending, len(self._params))
+        if plan.params and not pending:  # no gradient will come: now
             self._flush_batches(device=False)
         for mname in plan.outputs:
             m = self._modules.get(mname)
@@ -875,6 +914,7 @@ class Hook:
                     functools.partial(self._on_input, mname)))
 
     def _end_save(self) -> None:
+        self._slow_grads()
         plan, self._plan = self._plan, None
         if not self._next_step_saves(plan):
             self._remove_step_hooks()
@@ -900,6 +940,16 @@ class Hook:
         self._step_handles = []
         self._hooked_plan = None
         self._hooked_grads = 0
+        params, self._hooked_params = self._hooked_params, []
+        for p in params:
+            # Removing a tensor hook leaves torch's C++ hook on the parameter, which calls into
+            # Python on every later backward to find the dict empty (~1 µs per parameter and
+            # step). Setting the dict to None removes that too; a user's hooks are kept.
+            try:
+                if p._backward_hooks is not None and not p._backward_hooks:
+                    p._backward_hooks = None
+            except Exception:
+                pass
 
     # ============================================================================ selection
     def _compute_targets(self) -> Dict[str, dict]:
@@ -1011,8 +1061,7 @@ class Hook:
                 if not on_cpu:
                     tc = tc.to("cpu")
                 arr, code, shape = torch_to_buffer(tc)
-                if self._pending:
-                    self._flush_pending()  # keep records in step order
+                self._flush_pending()  # keep records in step order
                 self._writer.add_raw(full, self.step_count, int(self.mode),
                                      self._mode_steps[self.mode], arr, code, list(shape))
                 self._account(coll, arr.nbytes)  # now: may switch raw saving off
@@ -1028,37 +1077,22 @@ class Hook:
         if w is None:
             self._cpu_batch = []
             return
-        if self._pending:
-            self._flush_pending()  # keep the records in step order
+        self._flush_pending()  # keep the records in step order
         step, mode, ms = self.step_count, int(self.mode), self._mode_steps[self.mode]
         if self._cpu_batch:
             batch, self._cpu_batch = self._cpu_batch, []
-            codes_of = _torch_codes()
-            tensor_type = self._tensor_type()
-            direct: Dict[int, tuple] = {}  # buckets -> names, addresses, counts, codes, shapes
+            # Contiguous tensors of known dtypes are read in place by the core (one call; no
+            # numpy array per tensor); it hands back the others.
+            rest = w.add_summaries_batch(batch, step, mode, ms, _torch_codes())
             groups: Dict[int, tuple] = {}  # buckets -> names, arrays, codes, shapes (numpy)
-            for full, t, buckets in batch:
-                code = codes_of.get(t.dtype) if isinstance(t, tensor_type) else None
-                if code is not None and t.is_contiguous():
-                    # The address of the tensor's memory: no numpy array to make per tensor.
-                    # `batch` keeps the tensors alive through the core call.
-                    g = direct.get(buckets)
-                    if g is None:
-                        g = direct[buckets] = ([], [], [], [], [])
-                    g[0].append(full)
-                    g[1].append(t.data_ptr())
-                    g[2].append(t.numel())
-                    g[3].append(code)
-                    g[4].append(t.shape)
-                    continue
+            for i in rest:
+                full, t, buckets = batch[i]
                 arr, code, shape = torch_to_buffer(t)  # other dtypes, non-contiguous
                 g = groups.setdefault(buckets, ([], [], [], []))
                 g[0].append(full)
                 g[1].append(arr)
                 g[2].append(code)
                 g[3].append(shape)
-            for buckets, (names, addrs, counts, codes, shapes) in direct.items():
-                w.add_summaries_at(names, step, mode, ms, addrs, counts, codes, shapes, buckets)
             for buckets, (names, arrs, codes, shapes) in groups.items():
                 w.add_summaries(names, step, mode, ms, arrs, codes, shapes, buckets)
             del batch
@@ -1074,14 +1108,20 @@ class Hook:
             finally:
                 b.clear()
 
+    @property
+    def _commit_interval_ns(self) -> int:
+        ms = _RULES_LATENCY_MS if (self._builtin_rules or self._custom_rules) else 100
+        return ms * 1_000_000
+
     def _commit_loop(self) -> None:
         w = self._writer
-        interval = _RULES_LATENCY_MS / 1000 if (self._builtin_rules or self._custom_rules) else 0.1
+        interval = self._commit_interval_ns / 1e9
         while not self._committer_stop.wait(interval):
             try:
                 w.commit()  # releases the GIL
             except Exception:
                 return
+            self._poll_stop()  # a rule's stop action, `trainscope stop`, the dashboard
 
     def _commit(self) -> None:
         """Hands everything recorded so far to the writer thread (one wake-up)."""
@@ -1091,9 +1131,7 @@ class Hook:
             w.commit()
 
     def _flush_pending(self) -> None:
-        pending, self._pending = self._pending, []
-        for fn, args in pending:
-            fn(*args)
+        self._clock.flush_pending()
 
     def _flush_device_scalars(self) -> None:
         if not self._device_scalars:
@@ -1112,8 +1150,7 @@ class Hook:
         w = self._writer
         if w is None:
             return
-        if self._pending:
-            self._flush_pending()
+        self._flush_pending()
         try:
             v = float(value)
         except TypeError:
@@ -1134,9 +1171,11 @@ class Hook:
             self._warn_once("budget", f"trainscope: storage budget {budget} bytes nearly used "
                             f"({self._bytes_estimate} bytes); raw tensors are no longer saved")
         if not self._bytes_projected_warned:
-            # a collection's bytes per save are those of its first save step
-            if self._first_save_step.setdefault(coll, self.step_count) == self.step_count:
-                self._first_save_bytes[coll] = self._first_save_bytes.get(coll, 0) + nbytes
+            # A collection's bytes per save are those of its first save step; the projection
+            # only grows when those do.
+            if self._first_save_step.setdefault(coll, self.step_count) != self.step_count:
+                return
+            self._first_save_bytes[coll] = self._first_save_bytes.get(coll, 0) + nbytes
             if self._projected_bytes() > budget:
                 self._bytes_projected_warned = True
                 self._warn_once("projection", (
@@ -1206,6 +1245,7 @@ class Hook:
             if self._stop_reason is not None:
                 return
             self._stop_reason = reason or "stop requested"
+            self._clock.raise_stop = self.raise_on_stop  # at the next step boundary
         log.warning("trainscope: stop requested (%s): %s", source, reason)
         try:
             if self._writer is not None:
@@ -1217,6 +1257,7 @@ class Hook:
     def _maybe_raise_stop(self) -> None:
         if self._stop_reason is not None and self.raise_on_stop and not self._stop_raised:
             self._stop_raised = True
+            self._clock.raise_stop = False
             if self._step_callbacks:
                 self._run_step_callbacks("stop")  # e.g. a final checkpoint
             try:
@@ -1244,8 +1285,7 @@ class Hook:
         try:
             info = p.stop(self.step_count)
             if self._writer is not None:
-                if self._pending:
-                    self._flush_pending()  # keep records in step order
+                self._flush_pending()  # keep records in step order
                 self._writer.add_event("profiler_window", json.dumps(info))
         except Exception as e:
             self._fail("profiler", e)
@@ -1279,7 +1319,7 @@ class Hook:
         return {k: v for k, v in self._errors.items() if isinstance(k, str)}
 
     # ========================================================== checkpoints (checkpoint.py)
-    _step_callbacks: tuple = ()
+    _step_callbacks: tuple = ()  # set through add/remove_step_callback (the clock's flag)
     _rollback = None        # {"rules": [ids], "action": ts.Rollback} from rules/actions
     _checkpointer = None    # the ts.Checkpointer following this hook, if any
 
@@ -1288,9 +1328,11 @@ class Hook:
         (counters already advanced), "stop" before TrainingStopped is raised, "close" when
         the hook closes. Exceptions are counted as hook errors; SystemExit passes."""
         self._step_callbacks = self._step_callbacks + (fn,)
+        self._clock.step_callbacks = True
 
     def remove_step_callback(self, fn) -> None:
         self._step_callbacks = tuple(f for f in self._step_callbacks if f != fn)
+        self._clock.step_callbacks = bool(self._step_callbacks)
 
     def _run_step_callbacks(self, event: str) -> None:
         for fn in self._step_callbacks:
@@ -1306,7 +1348,7 @@ class Hook:
         try:
             if self._writer is None:
                 return False
-            if self._pending and threading.get_ident() == self._owner_thread:
+            if self._clock.pending_count and threading.get_ident() == self._owner_thread:
                 self._flush_pending()  # keep records in step order (training thread only)
             return bool(self._writer.add_event(kind, json.dumps(fields or {}, default=str)))
         except Exception as e:
@@ -1336,17 +1378,16 @@ class Hook:
         self.step_count = int(state.get("step_count", 0))
         for m, s in (state.get("mode_steps") or {}).items():
             self._mode_steps[Mode(int(m))] = int(s)
-        self._next_save = {m: self._compute_next_save(m, self._mode_steps.get(m, 0))
-                           for m in self._next_save}
+        self._next_save.update({m: self._compute_next_save(m, self._mode_steps.get(m, 0))
+                                for m in MODES})
         c = self._loss_coll
-        self._loss_next = {m: (NEVER if c is None else
-                               c.next_save(m, self._mode_steps.get(m, 0), self.save_interval))
-                           for m in self._next_save}
+        self._loss_next.update({m: (NEVER if c is None else
+                                    c.next_save(m, self._mode_steps.get(m, 0), self.save_interval))
+                                for m in MODES})
         self._plan = None
 
     def _advance_quiet(self) -> None:
-        self.step_count += 1
-        self._mode_steps[self.mode] = self._mode_steps.get(self.mode, 0) + 1
+        self._clock.advance(True)
 
 
 def torch_to_buffer_code(t) -> int:
@@ -1373,7 +1414,8 @@ def _tensors_in(value, prefix: str = "", depth: int = 0):
 
 
 class _TimedLoader:
-    """Iterates a loader, recording how long each batch took to arrive."""
+    """Iterates a loader, recording how long each batch took to arrive (the iterator is the
+    clock's: in automatic stepping it also ends the open step when the next batch is asked)."""
 
     def __init__(self, hook: Hook, loader):
         self._hook = hook
@@ -1386,25 +1428,7 @@ class _TimedLoader:
         return getattr(self._loader, name)
 
     def __iter__(self):
-        hook = self._hook
-        it = iter(self._loader)
-        while True:
-            now = _now_us()
-            try:
-                if hook._auto_step and hook._open:
-                    hook._close_step(now)
-                    hook._advance()
-            except Exception as e:
-                hook._fail("loader", e)
-            t0 = time.perf_counter_ns()
-            try:
-                batch = next(it)
-            except StopIteration:
-                return
-            wait_us = (time.perf_counter_ns() - t0) // 1000
-            hook._data_wait_us = wait_us
-            hook._pending_start_us = now
-            yield batch
+        return self._hook._clock.timed_iter(self._loader)
 
 
 # ---- close at exit -------------------------------------------------------------------------

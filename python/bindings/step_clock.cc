@@ -1,0 +1,1131 @@
+// trainscope._core.StepClock: the per-step fast path of the PyTorch hook, in C.
+//
+// On a step that saves no tensor the hook only has to count the step, time its phases and
+// record the loss. Done in Python that took 9-15 µs per step: five Python callbacks (the
+// model's forward pre/post hooks, the criterion's forward hook, the optimizer wrapper, the
+// loader generator), each running with the interpreter's caches cold after the model's
+// forward and backward. Here the same work is a few C functions and one `.item()`.
+//
+// The clock owns the step state (global and per-mode step counters, the open step, the
+// phase timings, the next save steps) and queues each step's StepRecord and loss in C++
+// until the hook commits. Whenever a step needs more than that it calls a method of the
+// Python Hook (the "slow path"): a save step begins or ends, a stop check is due, the
+// profiling window starts or ends, a checkpoint callback is registered, a loss lives on a
+// device or is not a scalar. Flags set by the Python side say when.
+//
+// Errors follow the hook's contract: an Exception raised in a slow path is handed to
+// Hook._fail (counted, logged once) and the step goes on; BaseExceptions that are not
+// Exceptions (SystemExit from a preemption checkpoint, KeyboardInterrupt) propagate, as
+// does TrainingStopped from Hook._maybe_raise_stop, which is how raise_on_stop works.
+#include <Python.h>
+#include <structmember.h>
+#include <time.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "writer_py.h"
+
+namespace trainscope::pyb {
+namespace {
+
+constexpr int kModes = 3;                // TRAIN, EVAL, PREDICT (GLOBAL is never a training mode)
+constexpr long long kNever = 1LL << 62;  // trainscope.collection.NEVER
+
+int64_t MonoNs() {  // CLOCK_MONOTONIC, as time.perf_counter_ns() on Linux
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+int64_t WallUs() {  // as time.time_ns() // 1000
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
+}
+
+struct Strings {  // interned attribute and method names
+  PyObject* training;
+  PyObject* is_cuda;
+  PyObject* item;
+  PyObject* fail;
+  PyObject* slow_close_pre;
+  PyObject* slow_close_post;
+  PyObject* run_step_callbacks;
+  PyObject* step;
+  PyObject* slow_stop_check;
+  PyObject* slow_profile_start;
+  PyObject* slow_begin_save;
+  PyObject* slow_loss_next;
+  PyObject* slow_loss;
+  PyObject* slow_opt_flush;
+  PyObject* slow_grads;
+  PyObject* queue_backward_end;
+  PyObject* maybe_raise_stop;
+};
+Strings S;
+
+bool InitStrings() {
+  struct {
+    PyObject** slot;
+    const char* text;
+  } names[] = {
+      {&S.training, "training"},
+      {&S.is_cuda, "is_cuda"},
+      {&S.item, "item"},
+      {&S.fail, "_fail"},
+      {&S.slow_close_pre, "_slow_close_pre"},
+      {&S.slow_close_post, "_slow_close_post"},
+      {&S.run_step_callbacks, "_run_step_callbacks"},
+      {&S.step, "step"},
+      {&S.slow_stop_check, "_slow_stop_check"},
+      {&S.slow_profile_start, "_slow_profile_start"},
+      {&S.slow_begin_save, "_slow_begin_save"},
+      {&S.slow_loss_next, "_slow_loss_next"},
+      {&S.slow_loss, "_slow_loss"},
+      {&S.slow_opt_flush, "_slow_opt_flush"},
+      {&S.slow_grads, "_slow_grads"},
+      {&S.queue_backward_end, "_queue_backward_end"},
+      {&S.maybe_raise_stop, "_maybe_raise_stop"},
+  };
+  for (auto& n : names) {
+    *n.slot = PyUnicode_InternFromString(n.text);
+    if (*n.slot == nullptr) return false;
+  }
+  return true;
+}
+
+struct Clock {
+  PyObject_HEAD PyObject* hook;       // the Python Hook (slow paths); strong, traversed by the GC
+  PyObject* tensor_type;              // torch.Tensor once a loss is registered, else NULL
+  PyObject* stop_type;                // trainscope.TrainingStopped: propagates like a BaseException
+  std::shared_ptr<PyWriter>* writer;  // null handle: nothing is recorded
+  std::vector<PyWriter::Staged>* pending;  // this thread's step records and losses
+  std::vector<std::string>* loss_names;    // "losses/<name>" by loss_hook index
+  std::vector<char>* grad_seen;            // by parameter index, this save step
+  PyObject* grads;                         // [(index, grad)] not yet taken by the hook
+  long long grad_pending;                  // gradient hooks still to fire this save step
+
+  long long step;  // global step (the current one)
+  int mode;        // 0 TRAIN, 1 EVAL, 2 PREDICT
+  long long mode_steps[kModes];
+  long long next_save[kModes];   // first mode step >= current at which a tensor saves
+  long long loss_next[kModes];   // same for the losses collection
+  long long loss_every[kModes];  // after loss_next it saves every loss_every steps (0: ask)
+  long long loss_end[kModes];    // ... while below loss_end
+
+  // flags the Python side keeps
+  char open;
+  char auto_step;
+  char explicit_mode;
+  char record_phases;
+  char plan_active;     // a save step is in progress (Hook._plan)
+  char dev_scalars;     // device losses are queued (Hook._device_scalars)
+  char profiling;       // the profiling window is open
+  char step_callbacks;  // Hook._step_callbacks is not empty
+  char raise_stop;      // a stop was requested: ask Hook._maybe_raise_stop each step
+  char loss_on_device;  // device_stats == "torch": losses take the device path
+  char timing;          // accumulate the time spent in the callbacks into self_ns
+
+  long long next_stop_check_ns;
+  long long stop_check_ns;
+  long long profile_start_step;  // -1: none
+
+  long long step_start_us;
+  long long pending_start_us;  // set by the loader: the next step began when it asked
+  long long data_wait_us;
+  long long fwd_start_ns;
+  long long fwd_ns;
+  long long bwd_start_ns;
+  long long bwd_ns;
+  long long opt_ns;
+
+  long long self_ns;  // with `timing`: ns spent in the callbacks (bench/step_overhead.py)
+  long long slow_calls;
+};
+
+PyTypeObject* ClockType = nullptr;
+PyTypeObject* OptStepType = nullptr;
+PyTypeObject* TimedIterType = nullptr;
+PyTypeObject* CallbackType = nullptr;
+PyObject* InertHook = nullptr;     // _core.inert_hook: what copies of a hooked module get
+PyObject* InertFactory = nullptr;  // _core._inert() -> inert_hook (for pickling)
+
+// ---- errors --------------------------------------------------------------------------------
+// After a failed slow call: an Exception is reported to Hook._fail and cleared (returns true,
+// the step goes on); anything else (SystemExit, KeyboardInterrupt, TrainingStopped) stays set
+// (returns false).
+bool Absorb(Clock* c, const char* where) {
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) return false;
+  if (c->stop_type != nullptr && PyErr_ExceptionMatches(c->stop_type)) return false;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
+  PyObject* w = PyUnicode_FromString(where);
+  PyObject* r = w ? PyObject_CallMethodObjArgs(c->hook, S.fail, w, value ? value : Py_None, nullptr)
+                  : nullptr;
+  Py_XDECREF(w);
+  if (r == nullptr) PyErr_Clear();
+  Py_XDECREF(r);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return true;
+}
+
+// Calls hook.<name>(*args) and drops the result. False: a BaseException must propagate.
+bool Slow(Clock* c, const char* where, PyObject* name, PyObject* a = nullptr,
+          PyObject* b = nullptr) {
+  ++c->slow_calls;
+  PyObject* r = PyObject_CallMethodObjArgs(c->hook, name, a, b, nullptr);
+  if (r != nullptr) {
+    Py_DECREF(r);
+    return true;
+  }
+  return Absorb(c, where);
+}
+
+bool SlowMode(Clock* c, const char* where, PyObject* name) {
+  PyObject* m = PyLong_FromLong(c->mode);
+  PyObject* ms = PyLong_FromLongLong(c->mode_steps[c->mode]);
+  bool ok = (m && ms) ? Slow(c, where, name, m, ms) : Absorb(c, where);
+  Py_XDECREF(m);
+  Py_XDECREF(ms);
+  return ok;
+}
+
+// ---- step machinery (Hook._close_step, _advance, _open_step) ------------------------------
+bool CloseStep(Clock* c, int64_t now_us, const char* where) {
+  if (!c->open) return true;
+  c->open = 0;
+  bool ok = true;
+  if (c->plan_active || c->dev_scalars) ok = Slow(c, where, S.slow_close_pre);
+  if (ok && *c->writer) {
+    StepRecord r;
+    r.step = c->step;
+    r.mode = static_cast<Mode>(c->mode);
+    r.mode_step = c->mode_steps[c->mode];
+    r.start_us = c->step_start_us;
+    r.end_us = now_us;
+    r.data_wait_us = c->data_wait_us;
+    r.forward_us = c->fwd_ns >= 0 ? c->fwd_ns / 1000 : -1;
+    r.backward_us = c->bwd_ns >= 0 ? c->bwd_ns / 1000 : -1;
+    r.optimizer_us = c->opt_ns >= 0 ? c->opt_ns / 1000 : -1;
+    c->pending->emplace_back(r);
+  }
+  c->data_wait_us = c->fwd_ns = c->bwd_ns = c->opt_ns = -1;
+  c->bwd_start_ns = c->fwd_start_ns = 0;
+  if (ok && c->profiling) ok = Slow(c, where, S.slow_close_post);
+  return ok;
+}
+
+bool Advance(Clock* c, const char* where) {
+  ++c->step;
+  ++c->mode_steps[c->mode];
+  if (!c->step_callbacks) return true;
+  ++c->slow_calls;
+  PyObject* r = PyObject_CallMethodObjArgs(c->hook, S.run_step_callbacks, S.step, nullptr);
+  if (r != nullptr) {
+    Py_DECREF(r);
+    return true;
+  }
+  return Absorb(c, where);
+}
+
+bool OpenStep(Clock* c, int64_t now_us, const char* where) {
+  c->open = 1;
+  c->step_start_us = c->pending_start_us ? c->pending_start_us : now_us;
+  c->pending_start_us = 0;
+  int64_t t = MonoNs();
+  if (t >= c->next_stop_check_ns) {
+    c->next_stop_check_ns = t + c->stop_check_ns;
+    if (!Slow(c, where, S.slow_stop_check)) return false;
+  }
+  if (c->step == c->profile_start_step && !c->profiling) {
+    if (!Slow(c, where, S.slow_profile_start)) return false;
+  }
+  if (c->mode_steps[c->mode] >= c->next_save[c->mode]) {
+    if (!SlowMode(c, where, S.slow_begin_save)) return false;
+  }
+  return true;
+}
+
+// Sets the mode from module.training unless the user set one.
+bool ModeFromModule(Clock* c, PyObject* module) {
+  if (c->explicit_mode) return true;
+  PyObject* tr = PyObject_GetAttr(module, S.training);
+  if (tr == nullptr) return Absorb(c, "forward");
+  int t = PyObject_IsTrue(tr);
+  Py_DECREF(tr);
+  if (t < 0) return Absorb(c, "forward");
+  c->mode = t ? 0 : 1;
+  return true;
+}
+
+struct SelfTimer {  // with c->timing: adds the time between construction and destruction
+  Clock* c;
+  int64_t t0;
+  explicit SelfTimer(Clock* clock) : c(clock), t0(clock->timing ? MonoNs() : 0) {}
+  ~SelfTimer() {
+    if (c->timing) c->self_ns += MonoNs() - t0;
+  }
+};
+
+// ---- the torch hooks ------------------------------------------------------------------------
+// model.register_forward_pre_hook(clock.model_pre): a forward call of the registered model.
+PyObject* ModelPre(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  SelfTimer timer(c);
+  if (nargs < 1) {
+    PyErr_SetString(PyExc_TypeError, "model_pre(module, inputs)");
+    return nullptr;
+  }
+  int64_t now = WallUs();
+  if (c->auto_step) {
+    if (c->open) {
+      if (!CloseStep(c, now, "forward") || !Advance(c, "forward")) return nullptr;
+    }
+    if (!ModeFromModule(c, args[0]) || !OpenStep(c, now, "forward")) return nullptr;
+  } else if (!c->open) {
+    if (!ModeFromModule(c, args[0]) || !OpenStep(c, now, "forward")) return nullptr;
+  }
+  if (c->record_phases) c->fwd_start_ns = MonoNs();
+  if (c->raise_stop) {
+    PyObject* r = PyObject_CallMethodObjArgs(c->hook, S.maybe_raise_stop, nullptr);
+    if (r == nullptr) return nullptr;  // TrainingStopped: that is the point
+    Py_DECREF(r);
+  }
+  Py_RETURN_NONE;
+}
+
+// model.register_forward_hook(clock.model_post)
+PyObject* ModelPost(PyObject* self, PyObject* const*, Py_ssize_t) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  SelfTimer timer(c);
+  if (c->record_phases && c->fwd_start_ns) c->fwd_ns = MonoNs() - c->fwd_start_ns;
+  Py_RETURN_NONE;
+}
+
+// criterion.register_forward_hook(functools.partial(clock.loss, index)):
+// loss(index, module, inputs, output). Records losses/<name> on the steps the losses
+// collection saves.
+PyObject* Loss(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  SelfTimer timer(c);
+  if (nargs != 4) {
+    PyErr_SetString(PyExc_TypeError, "loss(index, module, inputs, output)");
+    return nullptr;
+  }
+  if (c->record_phases && !c->bwd_start_ns) c->bwd_start_ns = MonoNs();  // backward_us runs
+  // from the loss computation to optimizer.step()
+  const int mode = c->mode;
+  const long long ms = c->mode_steps[mode];
+  if (ms != c->loss_next[mode]) {
+    if (ms < c->loss_next[mode]) Py_RETURN_NONE;
+    // Passed the precomputed save step. A regular schedule is followed here; otherwise the
+    // collection is asked: Hook._slow_loss_next returns (next, every, end).
+    long long nxt = c->loss_next[mode];
+    const long long k = c->loss_every[mode];
+    if (k > 0) {
+      nxt += (ms - nxt + k - 1) / k * k;
+      if (nxt >= c->loss_end[mode]) nxt = kNever;
+    } else {
+      PyObject* m = PyLong_FromLong(mode);
+      PyObject* st = PyLong_FromLongLong(ms);
+      PyObject* r = (m && st)
+                        ? PyObject_CallMethodObjArgs(c->hook, S.slow_loss_next, m, st, nullptr)
+                        : nullptr;
+      Py_XDECREF(m);
+      Py_XDECREF(st);
+      ++c->slow_calls;
+      long long every = 0, end = kNever;
+      if (r != nullptr && !PyArg_ParseTuple(r, "LLL", &nxt, &every, &end)) nxt = -1;
+      Py_XDECREF(r);
+      if (PyErr_Occurred()) {
+        if (!Absorb(c, "loss")) return nullptr;
+        Py_RETURN_NONE;
+      }
+      if (nxt < ms) nxt = kNever;  // a schedule that goes backwards: stop asking
+      c->loss_every[mode] = every > 0 ? every : 0;
+      c->loss_end[mode] = end;
+    }
+    c->loss_next[mode] = nxt;
+    if (ms != nxt) Py_RETURN_NONE;
+  }
+  PyObject* out = args[3];
+  if (!*c->writer || c->tensor_type == nullptr ||
+      !PyObject_TypeCheck(out, reinterpret_cast<PyTypeObject*>(c->tensor_type)))
+    Py_RETURN_NONE;
+  const long long idx = PyLong_AsLongLong(args[0]);
+  if (idx < 0 || idx >= static_cast<long long>(c->loss_names->size())) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    PyErr_SetString(PyExc_IndexError, "trainscope: unknown loss index");
+    if (!Absorb(c, "loss")) return nullptr;
+    Py_RETURN_NONE;
+  }
+  bool slow = c->loss_on_device;
+  if (!slow) {
+    PyObject* cuda = PyObject_GetAttr(out, S.is_cuda);
+    int on_device = cuda ? PyObject_IsTrue(cuda) : -1;
+    Py_XDECREF(cuda);
+    if (on_device < 0) {
+      if (!Absorb(c, "loss")) return nullptr;
+      Py_RETURN_NONE;
+    }
+    slow = on_device != 0;  // summed on the device, copied in a batch (no sync per step)
+  }
+  if (!slow) {
+    PyObject* v = PyObject_CallMethodNoArgs(out, S.item);
+    if (v == nullptr) {
+      // more than one element (reduction="none"): the slow path takes the mean
+      if (!PyErr_ExceptionMatches(PyExc_Exception)) return nullptr;
+      PyErr_Clear();
+      slow = true;
+    } else {
+      double value = PyFloat_AsDouble(v);
+      Py_DECREF(v);
+      if (value == -1.0 && PyErr_Occurred()) {
+        if (!Absorb(c, "loss")) return nullptr;
+        Py_RETURN_NONE;
+      }
+      ScalarRecord r;
+      r.name = (*c->loss_names)[idx];
+      r.step = c->step;
+      r.mode = static_cast<Mode>(mode);
+      r.mode_step = ms;
+      r.value = value;
+      r.wall_us = WallUs();
+      c->pending->emplace_back(std::move(r));
+      Py_RETURN_NONE;
+    }
+  }
+  if (!Slow(c, "loss", S.slow_loss, args[0], out)) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// ---- methods for the Python side -------------------------------------------------------------
+bool ArgInt(PyObject* o, long long* v) {
+  *v = PyLong_AsLongLong(o);
+  return !(*v == -1 && PyErr_Occurred());
+}
+
+bool ArgMode(PyObject* o, int* mode) {
+  long long m;
+  if (!ArgInt(o, &m)) return false;
+  if (m < 0 || m >= kModes) {
+    PyErr_Format(PyExc_ValueError, "trainscope: mode %lld is not TRAIN, EVAL or PREDICT", m);
+    return false;
+  }
+  *mode = static_cast<int>(m);
+  return true;
+}
+
+// p.register_hook(functools.partial(clock.grad, index)) on save steps that summarise
+// gradients: keeps the first gradient of each parameter in this step and hands them to
+// Hook._slow_grads when the last one arrived (or at backward end / optimizer.step()).
+PyObject* Grad(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  SelfTimer timer(c);
+  if (nargs != 2) return PyErr_Format(PyExc_TypeError, "grad(index, grad)");
+  if (!c->plan_active) Py_RETURN_NONE;
+  long long idx = PyLong_AsLongLong(args[0]);
+  if (idx < 0 || idx >= static_cast<long long>(c->grad_seen->size())) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "trainscope: gradient index");
+    if (!Absorb(c, "gradients")) return nullptr;
+    Py_RETURN_NONE;
+  }
+  char& seen = (*c->grad_seen)[static_cast<size_t>(idx)];
+  if (seen) Py_RETURN_NONE;  // a second backward in the same step
+  seen = 1;
+  if (c->grads == nullptr && (c->grads = PyList_New(0)) == nullptr) return nullptr;
+  if (PyList_GET_SIZE(c->grads) == 0 && !Slow(c, "backward callback", S.queue_backward_end))
+    return nullptr;
+  PyObject* item = PyTuple_Pack(2, args[0], args[1]);
+  if (item == nullptr || PyList_Append(c->grads, item) < 0) {
+    Py_XDECREF(item);
+    if (!Absorb(c, "gradients")) return nullptr;
+    Py_RETURN_NONE;
+  }
+  Py_DECREF(item);
+  if (--c->grad_pending <= 0 && !Slow(c, "gradients", S.slow_grads)) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// grad_begin(pending, parameters): a save step with `pending` gradient hooks begins
+PyObject* GradBegin(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  long long pending, n;
+  if (nargs != 2) return PyErr_Format(PyExc_TypeError, "grad_begin(pending, parameters)");
+  if (!ArgInt(args[0], &pending) || !ArgInt(args[1], &n)) return nullptr;
+  if (n < 0) return PyErr_Format(PyExc_ValueError, "grad_begin: negative count");
+  c->grad_seen->assign(static_cast<size_t>(n), 0);
+  c->grad_pending = pending;
+  if (c->grads != nullptr && PyList_SetSlice(c->grads, 0, PY_SSIZE_T_MAX, nullptr) < 0)
+    return nullptr;
+  Py_RETURN_NONE;
+}
+
+// take_grads() -> [(index, grad)] received since the last call
+PyObject* TakeGrads(PyObject* self, PyObject*) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  PyObject* out = c->grads != nullptr ? c->grads : PyList_New(0);
+  c->grads = nullptr;
+  return out;
+}
+
+PyObject* OpenStepPy(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  long long now;
+  if (nargs != 1 || !ArgInt(args[0], &now))
+    return PyErr_Occurred() ? nullptr : PyErr_Format(PyExc_TypeError, "open_step(now_us)");
+  if (!OpenStep(reinterpret_cast<Clock*>(self), now, "step")) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* CloseStepPy(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  long long now;
+  if (nargs != 1 || !ArgInt(args[0], &now))
+    return PyErr_Occurred() ? nullptr : PyErr_Format(PyExc_TypeError, "close_step(now_us)");
+  if (!CloseStep(reinterpret_cast<Clock*>(self), now, "step")) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyObject* AdvancePy(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  int quiet = nargs > 0 ? PyObject_IsTrue(args[0]) : 0;
+  if (quiet < 0) return nullptr;
+  if (quiet) {
+    ++c->step;
+    ++c->mode_steps[c->mode];
+  } else if (!Advance(c, "step")) {
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* MarkBackwardEnd(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  long long t;
+  if (nargs != 1 || !ArgInt(args[0], &t))
+    return PyErr_Occurred() ? nullptr : PyErr_Format(PyExc_TypeError, "mark_backward_end(t_ns)");
+  if (c->bwd_start_ns && c->bwd_ns < 0) c->bwd_ns = t - c->bwd_start_ns;
+  Py_RETURN_NONE;
+}
+
+// get(kind, mode) / set(kind, mode, value) over the per-mode arrays:
+// kind 0 = mode steps, 1 = next save step, 2 = next loss save step.
+long long* ModeArray(Clock* c, PyObject* kind_obj) {
+  long long kind;
+  if (!ArgInt(kind_obj, &kind)) return nullptr;
+  switch (kind) {
+    case 0:
+      return c->mode_steps;
+    case 1:
+      return c->next_save;
+    case 2:
+      return c->loss_next;
+  }
+  PyErr_SetString(PyExc_ValueError, "trainscope: kind is 0 (mode steps), 1 or 2");
+  return nullptr;
+}
+
+PyObject* GetPy(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  int mode;
+  if (nargs != 2) return PyErr_Format(PyExc_TypeError, "get(kind, mode)");
+  long long* a = ModeArray(reinterpret_cast<Clock*>(self), args[0]);
+  if (a == nullptr || !ArgMode(args[1], &mode)) return nullptr;
+  return PyLong_FromLongLong(a[mode]);
+}
+
+PyObject* SetPy(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  int mode;
+  long long v;
+  if (nargs != 3) return PyErr_Format(PyExc_TypeError, "set(kind, mode, value)");
+  long long* a = ModeArray(reinterpret_cast<Clock*>(self), args[0]);
+  if (a == nullptr || !ArgMode(args[1], &mode) || !ArgInt(args[2], &v)) return nullptr;
+  a[mode] = v;
+  Clock* c = reinterpret_cast<Clock*>(self);
+  if (a == c->loss_next) c->loss_every[mode] = 0;  // a new schedule: ask again
+  Py_RETURN_NONE;
+}
+
+PyObject* SetWriter(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  if (nargs != 1) return PyErr_Format(PyExc_TypeError, "set_writer(writer or None)");
+  try {
+    if (args[0] == Py_None) {
+      c->writer->reset();
+      c->pending->clear();
+    } else {
+      *c->writer = py::handle(args[0]).cast<std::shared_ptr<PyWriter>>();
+    }
+  } catch (const std::exception& e) {
+    PyErr_Format(PyExc_TypeError, "trainscope: set_writer: %s", e.what());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* SetTensorType(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  if (nargs != 1 || !PyType_Check(args[0]))
+    return PyErr_Format(PyExc_TypeError, "set_tensor_type(torch.Tensor)");
+  Py_INCREF(args[0]);
+  Py_XSETREF(c->tensor_type, args[0]);
+  Py_RETURN_NONE;
+}
+
+PyObject* SetStopType(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  if (nargs != 1 || !PyExceptionClass_Check(args[0]))
+    return PyErr_Format(PyExc_TypeError, "set_stop_type(exception class)");
+  Py_INCREF(args[0]);
+  Py_XSETREF(c->stop_type, args[0]);
+  Py_RETURN_NONE;
+}
+
+// add_loss_name("losses/loss") -> index for loss(index, ...)
+PyObject* AddLossName(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  Py_ssize_t n;
+  const char* s = nargs == 1 ? PyUnicode_AsUTF8AndSize(args[0], &n) : nullptr;
+  if (s == nullptr)
+    return PyErr_Occurred() ? nullptr : PyErr_Format(PyExc_TypeError, "add_loss_name(str)");
+  c->loss_names->emplace_back(s, static_cast<size_t>(n));
+  return PyLong_FromSize_t(c->loss_names->size() - 1);
+}
+
+// pend_scalar(name, step, mode, mode_step, value, wall_us): queued like the losses
+PyObject* PendScalar(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  if (nargs != 6)
+    return PyErr_Format(PyExc_TypeError,
+                        "pend_scalar(name, step, mode, mode_step, value, wall_us)");
+  Py_ssize_t n;
+  const char* s = PyUnicode_AsUTF8AndSize(args[0], &n);
+  long long step, ms, wall;
+  int mode;
+  if (s == nullptr || !ArgInt(args[1], &step) || !ArgMode(args[2], &mode) || !ArgInt(args[3], &ms))
+    return nullptr;
+  double v = PyFloat_AsDouble(args[4]);
+  if (v == -1.0 && PyErr_Occurred()) return nullptr;
+  if (!ArgInt(args[5], &wall)) return nullptr;
+  if (!*c->writer) Py_RETURN_NONE;
+  ScalarRecord r;
+  r.name.assign(s, static_cast<size_t>(n));
+  r.step = step;
+  r.mode = static_cast<Mode>(mode);
+  r.mode_step = ms;
+  r.value = v;
+  r.wall_us = wall;
+  c->pending->emplace_back(std::move(r));
+  Py_RETURN_NONE;
+}
+
+// Hands the queued records to the writer (staged there until its next commit), in order.
+PyObject* FlushPending(PyObject* self, PyObject*) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  if (c->pending->empty()) Py_RETURN_NONE;
+  std::vector<PyWriter::Staged> batch;
+  batch.swap(*c->pending);
+  std::shared_ptr<PyWriter> w = *c->writer;
+  if (!w) Py_RETURN_NONE;
+  try {
+    for (auto& r : batch) w->Put(std::move(r));
+  } catch (const std::exception& e) {
+    PyErr_Format(PyExc_RuntimeError, "trainscope: %s", e.what());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* PendingCount(PyObject* self, void*) {
+  return PyLong_FromSize_t(reinterpret_cast<Clock*>(self)->pending->size());
+}
+
+PyObject* GetMode(PyObject* self, void*) {
+  return PyLong_FromLong(reinterpret_cast<Clock*>(self)->mode);
+}
+
+int SetModeAttr(PyObject* self, PyObject* v, void*) {
+  if (v == nullptr) {
+    PyErr_SetString(PyExc_AttributeError, "cannot delete mode");
+    return -1;
+  }
+  int mode;
+  if (!ArgMode(v, &mode)) return -1;
+  reinterpret_cast<Clock*>(self)->mode = mode;
+  return 0;
+}
+
+// ---- optimizer.step wrapper ---------------------------------------------------------------
+// Bound to the optimizer with types.MethodType (so LR schedulers, which rebind
+// optimizer.step through __func__.__get__, keep working): (optimizer, *args, **kwargs).
+struct OptStep {
+  PyObject_HEAD Clock* clock;
+  PyObject* orig;  // the optimizer's bound step method
+};
+
+PyObject* OptStepCall(PyObject* self, PyObject* args, PyObject* kwargs) {
+  OptStep* o = reinterpret_cast<OptStep*>(self);
+  Clock* c = o->clock;
+  int64_t t0 = MonoNs();
+  {
+    SelfTimer timer(c);
+    if (c->bwd_start_ns && c->bwd_ns < 0) c->bwd_ns = t0 - c->bwd_start_ns;
+    if (c->plan_active && !Slow(c, "optimizer", S.slow_opt_flush)) return nullptr;
+  }
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  PyObject* rest = PyTuple_GetSlice(args, n > 0 ? 1 : 0, n);  // drop the bound optimizer
+  if (rest == nullptr) return nullptr;
+  PyObject* r = PyObject_Call(o->orig, rest, kwargs);
+  Py_DECREF(rest);
+  c->opt_ns = MonoNs() - t0;
+  return r;
+}
+
+PyObject* OptStepGet(PyObject* self, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+// copy.deepcopy(optimizer): the copy gets the plain step function back (not timed, and not
+// stepping the original optimizer)
+PyObject* OptStepDeepcopy(PyObject* self, PyObject*) {
+  OptStep* o = reinterpret_cast<OptStep*>(self);
+  PyObject* fn = PyObject_GetAttrString(o->orig, "__func__");
+  if (fn == nullptr) {
+    PyErr_Clear();
+    Py_INCREF(o->orig);
+    return o->orig;
+  }
+  return fn;
+}
+
+PyMethodDef kOptStepMethods[] = {
+    {"__deepcopy__", OptStepDeepcopy, METH_O, "copies are the optimizer's own step"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+int OptStepTraverse(PyObject* self, visitproc visit, void* arg) {
+  OptStep* o = reinterpret_cast<OptStep*>(self);
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(reinterpret_cast<PyObject*>(o->clock));
+  Py_VISIT(o->orig);
+  return 0;
+}
+
+int OptStepClear(PyObject* self) {
+  OptStep* o = reinterpret_cast<OptStep*>(self);
+  Py_CLEAR(o->clock);
+  Py_CLEAR(o->orig);
+  return 0;
+}
+
+void OptStepDealloc(PyObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  OptStepClear(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+PyObject* WrapOptStep(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 1 || !PyCallable_Check(args[0]))
+    return PyErr_Format(PyExc_TypeError, "opt_step(bound optimizer.step)");
+  OptStep* o = PyObject_GC_New(OptStep, OptStepType);
+  if (o == nullptr) return nullptr;
+  Py_INCREF(self);
+  o->clock = reinterpret_cast<Clock*>(self);
+  Py_INCREF(args[0]);
+  o->orig = args[0];
+  PyObject_GC_Track(o);
+  return reinterpret_cast<PyObject*>(o);
+}
+
+// ---- data loader iterator -------------------------------------------------------------------
+// Each next(): in automatic stepping the open step ends (the next one begins when its batch
+// is requested), then the batch's wait is timed.
+struct TimedIter {
+  PyObject_HEAD Clock* clock;
+  PyObject* it;  // NULL once exhausted
+};
+
+PyObject* TimedIterNext(PyObject* self) {
+  TimedIter* ti = reinterpret_cast<TimedIter*>(self);
+  Clock* c = ti->clock;
+  if (ti->it == nullptr) return nullptr;
+  int64_t now = WallUs();
+  {
+    SelfTimer timer(c);
+    if (c->auto_step && c->open) {
+      if (!CloseStep(c, now, "loader") || !Advance(c, "loader")) return nullptr;
+    }
+  }
+  int64_t t0 = MonoNs();
+  PyObject* batch = PyIter_Next(ti->it);
+  if (batch == nullptr) {
+    if (!PyErr_Occurred()) Py_CLEAR(ti->it);  // exhausted; a loader error propagates
+    return nullptr;
+  }
+  c->data_wait_us = (MonoNs() - t0) / 1000;
+  c->pending_start_us = now;
+  return batch;
+}
+
+int TimedIterTraverse(PyObject* self, visitproc visit, void* arg) {
+  TimedIter* ti = reinterpret_cast<TimedIter*>(self);
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(reinterpret_cast<PyObject*>(ti->clock));
+  Py_VISIT(ti->it);
+  return 0;
+}
+
+int TimedIterClear(PyObject* self) {
+  TimedIter* ti = reinterpret_cast<TimedIter*>(self);
+  Py_CLEAR(ti->clock);
+  Py_CLEAR(ti->it);
+  return 0;
+}
+
+void TimedIterDealloc(PyObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  TimedIterClear(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+PyObject* WrapIter(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 1) return PyErr_Format(PyExc_TypeError, "timed_iter(iterable)");
+  PyObject* it = PyObject_GetIter(args[0]);
+  if (it == nullptr) return nullptr;
+  TimedIter* ti = PyObject_GC_New(TimedIter, TimedIterType);
+  if (ti == nullptr) {
+    Py_DECREF(it);
+    return nullptr;
+  }
+  Py_INCREF(self);
+  ti->clock = reinterpret_cast<Clock*>(self);
+  ti->it = it;
+  PyObject_GC_Track(ti);
+  return reinterpret_cast<PyObject*>(ti);
+}
+
+// ---- torch hook objects ------------------------------------------------------------------
+// What the hook registers with torch: a vectorcall object per hook (model pre/post, a loss, a
+// parameter's gradient) that forwards to the clock. A copy of the module (copy.deepcopy for
+// an EMA model, torch.save of the whole module) gets _core.inert_hook in its place, so the
+// copy neither counts steps nor fails to pickle.
+enum CallbackKind { kModelPre = 0, kModelPost = 1, kLoss = 2, kGrad = 3 };
+
+struct Callback {
+  PyObject_HEAD vectorcallfunc vectorcall;
+  Clock* clock;
+  int kind;
+  PyObject* index;  // loss or parameter index (kLoss, kGrad)
+};
+
+PyObject* CallbackCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  Callback* cb = reinterpret_cast<Callback*>(self);
+  PyObject* clock = reinterpret_cast<PyObject*>(cb->clock);
+  const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)
+    return PyErr_Format(PyExc_TypeError, "trainscope hook: unexpected keyword arguments");
+  switch (cb->kind) {
+    case kModelPre:
+      return ModelPre(clock, args, n);
+    case kModelPost:
+      return ModelPost(clock, args, n);
+    case kLoss: {
+      if (n != 3) return PyErr_Format(PyExc_TypeError, "loss hook(module, inputs, output)");
+      PyObject* a[4] = {cb->index, args[0], args[1], args[2]};
+      return Loss(clock, a, 4);
+    }
+    case kGrad: {
+      if (n != 1) return PyErr_Format(PyExc_TypeError, "gradient hook(grad)");
+      PyObject* a[2] = {cb->index, args[0]};
+      return Grad(clock, a, 2);
+    }
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* CallbackReduce(PyObject*, PyObject*) { return Py_BuildValue("(O())", InertFactory); }
+
+PyObject* CallbackDeepcopy(PyObject*, PyObject*) {
+  Py_INCREF(InertHook);
+  return InertHook;
+}
+
+int CallbackTraverse(PyObject* self, visitproc visit, void* arg) {
+  Callback* cb = reinterpret_cast<Callback*>(self);
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(reinterpret_cast<PyObject*>(cb->clock));
+  Py_VISIT(cb->index);
+  return 0;
+}
+
+int CallbackClear(PyObject* self) {
+  Callback* cb = reinterpret_cast<Callback*>(self);
+  Py_CLEAR(cb->clock);
+  Py_CLEAR(cb->index);
+  return 0;
+}
+
+void CallbackDealloc(PyObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  CallbackClear(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+PyObject* CallbackRepr(PyObject* self) {
+  static const char* names[] = {"model_pre", "model_post", "loss", "grad"};
+  return PyUnicode_FromFormat("<trainscope hook %s>",
+                              names[reinterpret_cast<Callback*>(self)->kind & 3]);
+}
+
+// clock.callback(kind, index=None): 0 model pre, 1 model post, 2 loss, 3 gradient
+PyObject* MakeCallback(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  long long kind;
+  if (nargs < 1 || nargs > 2) return PyErr_Format(PyExc_TypeError, "callback(kind, index=None)");
+  if (!ArgInt(args[0], &kind)) return nullptr;
+  if (kind < kModelPre || kind > kGrad)
+    return PyErr_Format(PyExc_ValueError, "callback: kind %lld", kind);
+  if ((kind == kLoss || kind == kGrad) && (nargs < 2 || !PyLong_Check(args[1])))
+    return PyErr_Format(PyExc_TypeError, "callback: loss and gradient hooks need an index");
+  Callback* cb = PyObject_GC_New(Callback, CallbackType);
+  if (cb == nullptr) return nullptr;
+  cb->vectorcall = CallbackCall;
+  Py_INCREF(self);
+  cb->clock = reinterpret_cast<Clock*>(self);
+  cb->kind = static_cast<int>(kind);
+  cb->index = nargs > 1 ? args[1] : Py_None;
+  Py_INCREF(cb->index);
+  PyObject_GC_Track(cb);
+  return reinterpret_cast<PyObject*>(cb);
+}
+
+PyObject* InertHookFn(PyObject*, PyObject*, PyObject*) { Py_RETURN_NONE; }
+PyObject* InertFactoryFn(PyObject*, PyObject*) {
+  Py_INCREF(InertHook);
+  return InertHook;
+}
+
+PyMethodDef kInertHookDef = {
+    "inert_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(InertHookFn)),
+    METH_VARARGS | METH_KEYWORDS, "A hook that does nothing (in copies of hooked modules)."};
+PyMethodDef kInertFactoryDef = {"_inert", InertFactoryFn, METH_NOARGS,
+                                "Returns inert_hook (unpickling)."};
+
+PyMethodDef kCallbackMethods[] = {
+    {"__reduce__", CallbackReduce, METH_NOARGS, "pickles as inert_hook"},
+    {"__deepcopy__", CallbackDeepcopy, METH_O, "copies are inert_hook"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyMemberDef kCallbackMembers[] = {
+    {const_cast<char*>("__vectorcalloffset__"), T_PYSSIZET, offsetof(Callback, vectorcall),
+     READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+// ---- the Clock type ---------------------------------------------------------------------------
+PyObject* ClockNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  PyObject* hook;
+  static const char* kw[] = {"hook", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:StepClock", const_cast<char**>(kw), &hook))
+    return nullptr;
+  Clock* c = reinterpret_cast<Clock*>(type->tp_alloc(type, 0));  // zeroed
+  if (c == nullptr) return nullptr;
+  c->writer = new std::shared_ptr<PyWriter>();
+  c->pending = new std::vector<PyWriter::Staged>();
+  c->loss_names = new std::vector<std::string>();
+  c->grad_seen = new std::vector<char>();
+  Py_INCREF(hook);
+  c->hook = hook;
+  c->auto_step = 1;
+  c->record_phases = 1;
+  c->profile_start_step = -1;
+  c->stop_check_ns = 100000000;
+  c->step_start_us = 0;
+  c->data_wait_us = c->fwd_ns = c->bwd_ns = c->opt_ns = -1;
+  return reinterpret_cast<PyObject*>(c);
+}
+
+int ClockTraverse(PyObject* self, visitproc visit, void* arg) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(c->hook);
+  Py_VISIT(c->tensor_type);
+  Py_VISIT(c->stop_type);
+  Py_VISIT(c->grads);
+  return 0;
+}
+
+int ClockClear(PyObject* self) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  Py_CLEAR(c->hook);
+  Py_CLEAR(c->tensor_type);
+  Py_CLEAR(c->stop_type);
+  Py_CLEAR(c->grads);
+  return 0;
+}
+
+void ClockDealloc(PyObject* self) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  PyTypeObject* tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  ClockClear(self);
+  delete c->writer;
+  delete c->pending;
+  delete c->loss_names;
+  delete c->grad_seen;
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+#define TS_MEMBER(name, type, doc) \
+  { const_cast<char*>(#name), type, offsetof(Clock, name), 0, const_cast<char*>(doc) }
+
+PyMemberDef kClockMembers[] = {
+    TS_MEMBER(step, T_LONGLONG, "global step (the current one)"),
+    TS_MEMBER(open, T_BOOL, "a step is open"),
+    TS_MEMBER(auto_step, T_BOOL, "forward calls of the model end steps"),
+    TS_MEMBER(explicit_mode, T_BOOL, "the user set the mode"),
+    TS_MEMBER(record_phases, T_BOOL, "time forward/backward/optimizer"),
+    TS_MEMBER(plan_active, T_BOOL, "a save step is in progress"),
+    TS_MEMBER(dev_scalars, T_BOOL, "device losses are queued"),
+    TS_MEMBER(profiling, T_BOOL, "the profiling window is open"),
+    TS_MEMBER(step_callbacks, T_BOOL, "step callbacks are registered"),
+    TS_MEMBER(raise_stop, T_BOOL, "call Hook._maybe_raise_stop at each step start"),
+    TS_MEMBER(loss_on_device, T_BOOL, "losses always take the device path"),
+    TS_MEMBER(timing, T_BOOL, "accumulate callback time into self_ns"),
+    TS_MEMBER(next_stop_check_ns, T_LONGLONG, "monotonic ns of the next stop check"),
+    TS_MEMBER(stop_check_ns, T_LONGLONG, "interval of stop checks"),
+    TS_MEMBER(profile_start_step, T_LONGLONG, "global step the profiling window opens (-1)"),
+    TS_MEMBER(step_start_us, T_LONGLONG, "wall µs the open step began"),
+    TS_MEMBER(fwd_ns, T_LONGLONG, "forward time of the open step (-1)"),
+    TS_MEMBER(bwd_ns, T_LONGLONG, "backward time of the open step (-1)"),
+    TS_MEMBER(opt_ns, T_LONGLONG, "optimizer time of the open step (-1)"),
+    TS_MEMBER(data_wait_us, T_LONGLONG, "data wait of the open step (-1)"),
+    TS_MEMBER(self_ns, T_LONGLONG, "with timing: ns spent in the callbacks"),
+    TS_MEMBER(slow_calls, T_LONGLONG, "calls into the Python hook"),
+    TS_MEMBER(grad_pending, T_LONGLONG, "gradient hooks still to fire this save step"),
+    {nullptr, 0, 0, 0, nullptr},
+};
+#undef TS_MEMBER
+
+PyGetSetDef kClockGetSet[] = {
+    {"mode", GetMode, SetModeAttr, "0 TRAIN, 1 EVAL, 2 PREDICT", nullptr},
+    {"pending_count", PendingCount, nullptr, "records queued for flush_pending()", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+#define TS_FAST(name, fn, doc) \
+  { name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), METH_FASTCALL, doc }
+
+PyMethodDef kClockMethods[] = {
+    TS_FAST("model_pre", ModelPre, "forward pre-hook of the registered model"),
+    TS_FAST("model_post", ModelPost, "forward hook of the registered model"),
+    TS_FAST("loss", Loss, "loss(index, module, inputs, output): the criterion's forward hook"),
+    TS_FAST("grad", Grad, "grad(index, grad): a parameter's gradient hook on save steps"),
+    TS_FAST("grad_begin", GradBegin, "grad_begin(pending, parameters)"),
+    {"take_grads", TakeGrads, METH_NOARGS, "take_grads() -> [(index, grad)]"},
+    TS_FAST("open_step", OpenStepPy, "open_step(now_us)"),
+    TS_FAST("close_step", CloseStepPy, "close_step(now_us)"),
+    TS_FAST("advance", AdvancePy, "advance(quiet=False): next step; quiet skips callbacks"),
+    TS_FAST("mark_backward_end", MarkBackwardEnd, "mark_backward_end(perf_counter_ns)"),
+    TS_FAST("get", GetPy, "get(kind, mode): 0 mode steps, 1 next save, 2 next loss save"),
+    TS_FAST("set", SetPy, "set(kind, mode, value)"),
+    TS_FAST("set_writer", SetWriter, "set_writer(Writer or None)"),
+    TS_FAST("set_tensor_type", SetTensorType, "set_tensor_type(torch.Tensor)"),
+    TS_FAST("set_stop_type", SetStopType, "set_stop_type(TrainingStopped)"),
+    TS_FAST("add_loss_name", AddLossName, "add_loss_name(name) -> index"),
+    TS_FAST("pend_scalar", PendScalar, "pend_scalar(name, step, mode, mode_step, value, wall_us)"),
+    {"flush_pending", FlushPending, METH_NOARGS, "hands queued records to the writer"},
+    TS_FAST("callback", MakeCallback, "callback(kind, index=None): a torch hook object"),
+    TS_FAST("opt_step", WrapOptStep, "opt_step(optimizer.step) -> wrapper to bind"),
+    TS_FAST("timed_iter", WrapIter, "timed_iter(iterable) -> timed iterator"),
+    {nullptr, nullptr, 0, nullptr},
+};
+#undef TS_FAST
+
+}  // namespace
+
+void InitStepClock(py::module_& m) {
+  if (!InitStrings()) throw py::error_already_set();
+  PyType_Slot clock_slots[] = {
+      {Py_tp_doc, const_cast<char*>("Per-step fast path of trainscope.Hook (private).")},
+      {Py_tp_new, reinterpret_cast<void*>(ClockNew)},
+      {Py_tp_dealloc, reinterpret_cast<void*>(ClockDealloc)},
+      {Py_tp_traverse, reinterpret_cast<void*>(ClockTraverse)},
+      {Py_tp_clear, reinterpret_cast<void*>(ClockClear)},
+      {Py_tp_members, kClockMembers},
+      {Py_tp_getset, kClockGetSet},
+      {Py_tp_methods, kClockMethods},
+      {0, nullptr},
+  };
+  PyType_Spec clock_spec = {"trainscope._core.StepClock", sizeof(Clock), 0,
+                            Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, clock_slots};
+  PyType_Slot opt_slots[] = {
+      {Py_tp_doc, const_cast<char*>("optimizer.step wrapper of trainscope.Hook (private).")},
+      {Py_tp_call, reinterpret_cast<void*>(OptStepCall)},
+      {Py_tp_descr_get, reinterpret_cast<void*>(OptStepGet)},
+      {Py_tp_methods, kOptStepMethods},
+      {Py_tp_dealloc, reinterpret_cast<void*>(OptStepDealloc)},
+      {Py_tp_traverse, reinterpret_cast<void*>(OptStepTraverse)},
+      {Py_tp_clear, reinterpret_cast<void*>(OptStepClear)},
+      {0, nullptr},
+  };
+  PyType_Spec opt_spec = {"trainscope._core.OptStep", sizeof(OptStep), 0,
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, opt_slots};
+  PyType_Slot iter_slots[] = {
+      {Py_tp_doc, const_cast<char*>("Timed data loader iterator of trainscope.Hook.")},
+      {Py_tp_iter, reinterpret_cast<void*>(PyObject_SelfIter)},
+      {Py_tp_iternext, reinterpret_cast<void*>(TimedIterNext)},
+      {Py_tp_dealloc, reinterpret_cast<void*>(TimedIterDealloc)},
+      {Py_tp_traverse, reinterpret_cast<void*>(TimedIterTraverse)},
+      {Py_tp_clear, reinterpret_cast<void*>(TimedIterClear)},
+      {0, nullptr},
+  };
+  PyType_Spec iter_spec = {"trainscope._core.TimedIter", sizeof(TimedIter), 0,
+                           Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, iter_slots};
+  PyType_Slot callback_slots[] = {
+      {Py_tp_doc, const_cast<char*>("A torch hook of trainscope.Hook (private).")},
+      {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+      {Py_tp_repr, reinterpret_cast<void*>(CallbackRepr)},
+      {Py_tp_methods, kCallbackMethods},
+      {Py_tp_members, kCallbackMembers},
+      {Py_tp_dealloc, reinterpret_cast<void*>(CallbackDealloc)},
+      {Py_tp_traverse, reinterpret_cast<void*>(CallbackTraverse)},
+      {Py_tp_clear, reinterpret_cast<void*>(CallbackClear)},
+      {0, nullptr},
+  };
+  PyType_Spec callback_spec = {"trainscope._core.Callback", sizeof(Callback), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+                               callback_slots};
+  CallbackType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&callback_spec));
+  py::str modname("trainscope._core");
+  InertHook = PyCFunction_NewEx(&kInertHookDef, nullptr, modname.ptr());
+  InertFactory = PyCFunction_NewEx(&kInertFactoryDef, nullptr, modname.ptr());
+  if (!CallbackType || !InertHook || !InertFactory) throw py::error_already_set();
+  m.add_object("Callback", reinterpret_cast<PyObject*>(CallbackType));
+  m.add_object("inert_hook", InertHook);
+  m.add_object("_inert", InertFactory);
+  ClockType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&clock_spec));
+  OptStepType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&opt_spec));
+  TimedIterType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&iter_spec));
+  if (!ClockType || !OptStepType || !TimedIterType) throw py::error_already_set();
+  m.add_object("StepClock", reinterpret_cast<PyObject*>(ClockType));
+  m.add_object("OptStep", reinterpret_cast<PyObject*>(OptStepType));
+  m.add_object("TimedIter", reinterpret_cast<PyObject*>(TimedIterType));
+}
+
+}  // namespace trainscope::pyb
