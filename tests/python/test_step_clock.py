@@ -1,0 +1,265 @@
+"""The hook's per-step fast path (the C step clock): what it records must equal what the
+Python hook recorded, its slow paths must keep the failure policy, and the objects it gives
+torch must behave like ordinary hooks (schedulers, copies, pickling, loaders)."""
+import copy
+import io
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import trainscope as ts
+from conftest import train
+
+
+def _hooked(run_dir, tiny, **kw):
+    model, opt, crit, batches = tiny
+    kw.setdefault("system_monitor_interval_ms", 0)
+    hook = ts.Hook(run_dir, **kw)
+    hook.register_module(model)
+    crit = hook.register_loss(crit)
+    hook.register_optimizer(opt)
+    return hook, model, opt, crit, batches
+
+
+def test_losses_and_step_records_match_the_training(run_dir, tiny):
+    hook, model, opt, crit, batches = _hooked(run_dir, tiny)
+    seen = []
+    for x, y in hook.wrap(batches[:12]):
+        loss = crit(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seen.append(loss.item())
+    hook.close()
+    run = ts.open_run(run_dir)
+    steps, values = run.scalar("losses/loss", mode=ts.Mode.TRAIN)
+    assert list(steps) == list(range(12))
+    np.testing.assert_array_equal(values, np.array(seen))
+    records = run.step_records()
+    assert [r["step"] for r in records] == list(range(12))
+    for r in records:
+        assert r["end_us"] >= r["start_us"] > 0
+        assert r["forward_us"] >= 0 and r["backward_us"] >= 0 and r["optimizer_us"] >= 0
+        assert r["data_wait_us"] >= 0
+
+
+def test_loss_schedule_interval_end_and_explicit_steps(run_dir, tiny):
+    model, opt, crit, batches = tiny
+    hook = ts.Hook(run_dir, system_monitor_interval_ms=0,
+                   collections=[ts.Collection("losses", save_interval=3, end_step=10)])
+    hook.register_module(model)
+    crit = hook.register_loss(crit)
+    train(hook, model, opt, crit, batches[:14])
+    hook.close()
+    steps, _ = ts.open_run(run_dir).scalar("losses/loss")
+    assert list(steps) == [0, 3, 6, 9]
+
+    d2 = run_dir + "-b"
+    model, opt, crit, batches = tiny
+    hook = ts.Hook(d2, system_monitor_interval_ms=0,
+                   collections=[ts.Collection("losses", save_steps=[1, 4, 5, 11])])
+    hook.register_module(model)
+    crit = hook.register_loss(crit)
+    train(hook, model, opt, crit, batches[:8])
+    hook.close()
+    steps, _ = ts.open_run(d2).scalar("losses/loss")
+    assert list(steps) == [1, 4, 5]
+
+
+def test_non_scalar_loss_is_recorded_as_its_mean(run_dir, tiny):
+    model, opt, _, batches = tiny
+    crit = torch.nn.CrossEntropyLoss(reduction="none")
+    hook = ts.Hook(run_dir, system_monitor_interval_ms=0)
+    hook.register_module(model)
+    crit = hook.register_loss(crit)
+    means = []
+    for x, y in batches[:4]:
+        per_sample = crit(model(x), y)
+        means.append(float(per_sample.detach().float().mean()))
+        opt.zero_grad()
+        per_sample.mean().backward()
+        opt.step()
+    hook.close()
+    _, values = ts.open_run(run_dir).scalar("losses/loss")
+    np.testing.assert_allclose(values, means, rtol=1e-6)
+    assert not hook.errors
+
+
+def test_modes_are_counted_apart_and_loss_uses_mode_steps(run_dir, tiny):
+    hook, model, opt, crit, batches = _hooked(run_dir, tiny)
+    train(hook, model, opt, crit, batches[:3])
+    model.eval()
+    with torch.no_grad():
+        for x, y in batches[3:5]:
+            crit(model(x), y)
+    model.train()
+    train(hook, model, opt, crit, batches[5:7])
+    hook.close()
+    run = ts.open_run(run_dir)
+    assert list(run.scalar("losses/loss", mode=ts.Mode.EVAL)[0]) == [3, 4]
+    assert list(run.scalar("losses/loss", mode=ts.Mode.EVAL, x="mode_step")[0]) == [0, 1]
+    assert list(run.scalar("losses/loss", mode=ts.Mode.TRAIN, x="mode_step")[0]) == [0, 1, 2,
+                                                                                     3, 4]
+    assert hook.step_count == 7 and hook._mode_steps[ts.Mode.TRAIN] == 5
+    assert [r["mode"] for r in run.step_records()] == [0, 0, 0, 1, 1, 0, 0]
+
+
+def test_lr_scheduler_made_after_the_wrapper_counts_optimizer_steps(run_dir, tiny, recwarn):
+    hook, model, opt, crit, batches = _hooked(run_dir, tiny)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    for x, y in batches[:4]:
+        loss = crit(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+    hook.close()
+    assert opt._step_count == 4  # the scheduler's counter wraps our wrapper and still counts
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.05 * 0.25)
+    assert not [w for w in recwarn if "lr_scheduler.step()" in str(w.message)]
+    assert all(r["optimizer_us"] >= 0 for r in ts.open_run(run_dir).step_records())
+
+
+def test_copies_of_hooked_objects_are_inert(run_dir, tiny):
+    hook, model, opt, crit, batches = _hooked(run_dir, tiny)
+    train(hook, model, opt, crit, batches[:3])
+    ema = copy.deepcopy(model)  # e.g. an EMA model
+    for x, _ in batches[:5]:
+        ema(x)
+    assert hook.step_count == 2  # the copy's forward calls are not steps
+    buf = io.BytesIO()
+    torch.save(model, buf)  # whole-module pickling works and loads without the hook
+    buf.seek(0)
+    loaded = torch.load(buf)
+    loaded(batches[0][0])
+    assert hook.step_count == 2
+    opt2 = copy.deepcopy(opt)  # steps its own parameters, untimed
+    p_before = [p.detach().clone() for p in model.parameters()]
+    for g in opt2.param_groups:
+        for p in g["params"]:
+            p.grad = torch.ones_like(p)
+    opt2.step()
+    assert all(torch.equal(a, b) for a, b in zip(p_before, model.parameters()))
+    train(hook, model, opt, crit, batches[3:5])
+    hook.close()
+    assert hook.step_count == 5 and not hook.errors
+
+
+def test_gradient_hooks_leave_no_trace_on_parameters(run_dir, tiny):
+    model, opt, crit, batches = tiny
+    user_calls = []
+    first = next(model.parameters())
+    first.register_hook(lambda g: user_calls.append(1))
+    hook = ts.Hook(run_dir, system_monitor_interval_ms=0, save_interval=4)
+    hook.register_module(model)
+    crit = hook.register_loss(crit)
+    train(hook, model, opt, crit, batches[:2])  # step 0 saved gradients, step 1 did not
+    params = list(model.parameters())
+    # torch would otherwise call into Python for every later backward of each parameter
+    assert all(p._backward_hooks is None for p in params[1:])
+    assert first._backward_hooks  # the user's own hook stays
+    train(hook, model, opt, crit, batches[2:6])
+    assert len(user_calls) == 6
+    hook.close()
+    names = ts.open_run(run_dir).tensor_names(collection="gradients")
+    assert names and ts.open_run(run_dir).tensor(names[0]).steps() == [0, 4]
+
+
+def test_gradient_accumulation_keeps_the_first_backward_of_a_step(run_dir, tiny):
+    model, opt, crit, batches = tiny
+    hook = ts.Hook(run_dir, system_monitor_interval_ms=0, save_interval=1)
+    hook.register_module(model)
+    expected = None
+    (x1, y1), (x2, y2) = batches[0], batches[1]
+    out = model(torch.cat([x1, x2]))  # one forward: one step
+    opt.zero_grad()
+    l1 = crit(out[:8], y1)
+    l1.backward(retain_graph=True)
+    expected = model[0].weight.grad.detach().clone()
+    crit(out[8:], y2).backward()
+    opt.step()
+    hook.close()
+    t = ts.open_run(run_dir).tensor("gradients/0.weight")
+    assert t.reduction(0, "l2") == pytest.approx(float(expected.double().norm()), rel=1e-6)
+
+
+def test_loader_exhaustion_errors_and_epochs(run_dir, tiny):
+    hook, model, opt, crit, batches = _hooked(run_dir, tiny)
+
+    class Slow:
+        def __iter__(self):
+            for b in batches[:3]:
+                time.sleep(0.01)
+                yield b
+
+    loader = hook.wrap(Slow())
+    for _ in range(2):  # two epochs over the same wrapper
+        it = iter(loader)
+        for x, y in it:
+            loss = crit(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with pytest.raises(StopIteration):
+            next(it)  # stays exhausted
+
+    def broken():
+        yield batches[0]
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):  # the loader's own error reaches the loop
+        for x, y in hook.wrap(broken()):
+            model(x)
+    hook.close()
+    records = ts.open_run(run_dir).step_records()
+    assert len(records) == 7
+    waits = [r["data_wait_us"] for r in records[:6]]
+    assert all(w >= 9000 for w in waits), waits
+
+
+def test_slow_path_errors_are_counted_and_training_goes_on(run_dir, tiny, monkeypatch):
+    hook, model, opt, crit, batches = _hooked(run_dir, tiny, save_interval=2)
+
+    def boom(*a):
+        raise RuntimeError("save plan exploded")
+
+    monkeypatch.setattr(hook, "_slow_begin_save", boom)
+    monkeypatch.setattr(hook, "_slow_loss_next", boom)
+    losses = train(hook, model, opt, crit, batches[:6])
+    hook.close()
+    assert len(losses) == 6 and hook.step_count == 6  # close() ends the last step
+    assert hook.errors.get("forward", 0) >= 1 and hook.errors.get("loss", 0) >= 1
+
+
+def test_base_exceptions_from_step_callbacks_propagate(run_dir, tiny):
+    hook, model, opt, crit, batches = _hooked(run_dir, tiny)
+
+    def preempted(event):
+        if event == "step" and hook.step_count == 2:
+            raise SystemExit(75)
+
+    hook.add_step_callback(preempted)
+    with pytest.raises(SystemExit):
+        train(hook, model, opt, crit, batches[:5])
+    assert hook.step_count == 2
+    hook.remove_step_callback(preempted)
+    assert hook._clock.step_callbacks is False
+    train(hook, model, opt, crit, batches[5:7])
+    hook.close()
+
+
+def test_hook_time_on_non_save_steps_is_measured_by_the_clock(run_dir, tiny):
+    hook, model, opt, crit, batches = _hooked(run_dir, tiny, save_interval=1000)
+    train(hook, model, opt, crit, batches[:3])
+    clock = hook._clock
+    slow_before = clock.slow_calls
+    clock.timing = True
+    clock.self_ns = 0
+    train(hook, model, opt, crit, batches[3:8])
+    clock.timing = False
+    hook.close()
+    assert clock.self_ns > 0
+    # non-save steps: no Python slow path but the periodic stop check
+    assert clock.slow_calls - slow_before <= 1
