@@ -11,11 +11,12 @@ order) so drifts in machine load hit all of them alike:
               100 steps), wrap(loader), register_optimizer
   every_step  weights and gradients summaries every step
 
-Prints the median step time of each configuration and its ratio to `none` (median over the
-rounds of the per-round ratio), and the hook's own time on a non-save step measured with
-perf_counter_ns around its callbacks (forward pre/post hooks with the step close/open
-bookkeeping and StepRecord, loss hook with its scalar record), minus the cost of the timing
-wrapper itself.
+Prints the median step time of each configuration and its ratio to `none` (over all steps
+of all rounds; the per-round ratios show the spread), the step time each adds, and the hook's
+own time on a non-save step: the time inside its callbacks (forward pre/post hooks with the
+step close/open bookkeeping and the StepRecord, the loss hook with its .item(), the optimizer
+wrapper, the loader iterator), measured by the hook's C step clock at each callback's entry
+and exit.
 
   python3 bench/step_overhead.py [--rounds 7] [--steps 200] [--json out.json]
 Targets: default <= 1.01x, every_step <= 1.10x, non-save step hook time < 5 us.
@@ -118,85 +119,51 @@ class Runner:
 
 
 def hook_time_non_save(batches, steps, tmp):
-    """Median hook time (us) per non-save step, measured around the hook's callbacks."""
-    from trainscope import hook as hook_mod
-    acc = {"ns": 0}
-
-    def timed(fn):
-        def wrapper(*a, **k):
-            t0 = time.perf_counter_ns()
-            try:
-                return fn(*a, **k)
-            finally:
-                acc["ns"] += time.perf_counter_ns() - t0
-        return wrapper
-
-    # cost of the timing wrapper itself (subtracted)
-    noop = timed(lambda *a: None)
-    acc["ns"] = 0
-    for _ in range(20000):
-        noop()
-    wrapper_ns = acc["ns"] / 20000
-
-    model, opt, crit = make()
-    # In-situ cost of the timing itself: three no-op callbacks at the same places (forward
-    # pre/post of the model, forward of the criterion), timed the same way, in the same steps.
-    null = {"ns": 0}
-
-    def timed_null(fn):
-        def wrapper(*a, **k):
-            t0 = time.perf_counter_ns()
-            try:
-                return fn(*a, **k)
-            finally:
-                null["ns"] += time.perf_counter_ns() - t0
-        return wrapper
-
-    model.register_forward_pre_hook(timed_null(lambda m, i: None))
-    model.register_forward_hook(timed_null(lambda m, i, o: None))
-    crit.register_forward_hook(timed_null(lambda m, i, o: None))
-    hook = ts.Hook(os.path.join(tmp, "timing"), system_monitor_interval_ms=0)
-    # torch calls the bound methods registered below; wrap them on the instance first
-    for n in ("_on_model_pre", "_on_model_post"):
-        setattr(hook, n, timed(getattr(hook, n)))
-    hook.register_module(model)
-    orig_loss = hook._on_loss_output
-    hook._on_loss_output = timed(orig_loss)
-    hook.register_loss(crit)
-    hook.register_optimizer(opt)
+    """The hook's own time per non-save step, in µs: the time spent inside its callbacks
+    (the model's forward pre/post hooks, the criterion's forward hook with the loss's
+    .item(), the optimizer wrapper and the loader iterator; all in C, see
+    python/bindings/step_clock.cc), as measured by the step clock itself with
+    CLOCK_MONOTONIC at each callback's entry and exit. Returns (median, mean, cost of the
+    instrumentation per step), the last measured on warm callbacks and *not* subtracted."""
+    r = Runner("default", batches, tmp)
+    r.run(30, record=False)
+    clock = r.hook._clock
+    # the instrumentation: two clock reads per callback, five callbacks per step
+    clock.timing = True
+    n = 200000
+    clock.self_ns = 0
+    for _ in range(n):
+        clock.model_post(None, None, None)
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        clock.model_post(None, None, None)
+    with_timing = (time.perf_counter_ns() - t0) / n
+    clock.timing = False
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        clock.model_post(None, None, None)
+    without = (time.perf_counter_ns() - t0) / n
+    instrumentation_ns = max(0.0, with_timing - without) * 5
+    clock.timing = True
+    si = r.hook.save_interval
     per_step = []
-    per_step_net = []
-    calls_per_step = 3  # forward pre, forward post, loss output
-    # no loader wrapper here: the forward pre-hook then does the step close/open bookkeeping
-    it = iter(batches[i % len(batches)] for i in range(steps + 1))
-    for i in range(steps):
-        acc["ns"] = 0
-        null["ns"] = 0
-        x, y = next(it)
-        loss = crit(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if hook._mode_steps[ts.Mode.TRAIN] % hook.save_interval != 0:
-            per_step.append(acc["ns"] - calls_per_step * wrapper_ns)
-            per_step_net.append(acc["ns"] - null["ns"])
-    hook.close()
-    shutil.rmtree(hook.out_dir, ignore_errors=True)
-    # loader wrapper + step close/open: measure the bookkeeping directly on a bare hook
-    bare = ts.Hook(os.path.join(tmp, "bare"), system_monitor_interval_ms=0)
-    bare.register_module(make()[0])
-    samples = []
+    parts = {}
     for _ in range(steps):
-        t0 = time.perf_counter_ns()
-        now = hook_mod._now_us()
-        bare._close_step(now)
-        bare._advance()
-        bare._open_step(now)
-        samples.append(time.perf_counter_ns() - t0)
-    bare.close()
-    shutil.rmtree(bare.out_dir, ignore_errors=True)
-    return (statistics.median(per_step) / 1000.0, statistics.median(samples) / 1000.0,
-            statistics.median(per_step_net) / 1000.0)
+        clock.self_ns = 0
+        clock.self_breakdown = None
+        # the step about to run is mode step ms + 1; it also closes step ms
+        saves = (r.hook.mode_step + 1) % si in (0, 1)
+        r.run(1, record=False)
+        if not saves:
+            per_step.append(clock.self_ns)
+            for k, v in clock.self_breakdown.items():
+                parts.setdefault(k, []).append(v)
+    clock.timing = False
+    r.close()
+    breakdown = {k: round(statistics.median(v) / 1000.0, 2) for k, v in parts.items()
+                 if any(v)}
+    return (statistics.median(per_step) / 1000.0, statistics.mean(per_step) / 1000.0,
+            instrumentation_ns / 1000.0, breakdown)
 
 
 def main():
@@ -236,8 +203,8 @@ def main():
                 runners[c].times = []
         for r in runners.values():
             r.close()
-        hook_us, bookkeeping_us, hook_net_us = hook_time_non_save(batches, max(args.steps, 500),
-                                                                  tmp)
+        hook_us, hook_mean_us, instr_us, parts = hook_time_non_save(batches,
+                                                             max(args.steps * 5, 1000), tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     base = per["none"]
@@ -262,11 +229,17 @@ def main():
         print(f"  {c:<11} median step {med:8.1f} us   ratio {ratio:.3f}x   "
               f"(rounds {min(ratios):.3f}-{max(ratios):.3f})")
     result["hook_us_non_save_step"] = round(hook_us, 2)
-    result["hook_us_non_save_step_net"] = round(hook_net_us, 2)
-    result["step_bookkeeping_us"] = round(bookkeeping_us, 2)
-    print(f"  hook time on a non-save step (callbacks): {hook_us:.2f} us; "
-          f"{hook_net_us:.2f} us net of three no-op callbacks timed alike in the same steps "
-          f"(step close+open bookkeeping alone: {bookkeeping_us:.2f} us)")
+    result["hook_us_non_save_step_mean"] = round(hook_mean_us, 2)
+    result["instrumentation_us"] = round(instr_us, 3)
+    result["hook_us_by_callback_median"] = parts
+    extra = {c: statistics.median(all_times[c]) / 1000.0 - none_all / 1000.0 for c in configs}
+    result["added_us_per_step"] = {c: round(v, 1) for c, v in extra.items()}
+    print(f"  hook time on a non-save step (inside its callbacks, default hook): median "
+          f"{hook_us:.2f} us, mean {hook_mean_us:.2f} us (includes {instr_us:.2f} us of "
+          f"instrumentation)")
+    print("    by callback (medians): " + ", ".join(f"{k} {v:.2f} us" for k, v in parts.items()))
+    print(f"  median step time added: default {extra['default']:.1f} us, every_step "
+          f"{extra['every_step']:.1f} us (includes torch's hook dispatch)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)

@@ -21,6 +21,7 @@
 #include <structmember.h>
 #include <time.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ namespace {
 
 constexpr int kModes = 3;                // TRAIN, EVAL, PREDICT (GLOBAL is never a training mode)
 constexpr long long kNever = 1LL << 62;  // trainscope.collection.NEVER
+constexpr int kCallbacks = 6;
+const char* const kCallbackNames[kCallbacks] = {"model_pre", "model_post", "loss",
+                                                "grad",      "optimizer",  "loader"};
 
 int64_t MonoNs() {  // CLOCK_MONOTONIC, as time.perf_counter_ns() on Linux
   timespec ts;
@@ -47,8 +51,11 @@ int64_t WallUs() {  // as time.time_ns() // 1000
 
 struct Strings {  // interned attribute and method names
   PyObject* training;
-  PyObject* is_cuda;
   PyObject* item;
+  PyObject* is_cpu;
+  PyObject* dtype;
+  PyObject* numel;
+  PyObject* data_ptr;
   PyObject* fail;
   PyObject* slow_close_pre;
   PyObject* slow_close_post;
@@ -72,8 +79,11 @@ bool InitStrings() {
     const char* text;
   } names[] = {
       {&S.training, "training"},
-      {&S.is_cuda, "is_cuda"},
       {&S.item, "item"},
+      {&S.is_cpu, "is_cpu"},
+      {&S.dtype, "dtype"},
+      {&S.numel, "numel"},
+      {&S.data_ptr, "data_ptr"},
       {&S.fail, "_fail"},
       {&S.slow_close_pre, "_slow_close_pre"},
       {&S.slow_close_post, "_slow_close_post"},
@@ -97,10 +107,12 @@ bool InitStrings() {
 }
 
 struct Clock {
-  PyObject_HEAD PyObject* hook;       // the Python Hook (slow paths); strong, traversed by the GC
-  PyObject* tensor_type;              // torch.Tensor once a loss is registered, else NULL
-  PyObject* stop_type;                // trainscope.TrainingStopped: propagates like a BaseException
-  std::shared_ptr<PyWriter>* writer;  // null handle: nothing is recorded
+  PyObject_HEAD PyObject* hook;  // the Python Hook (slow paths); strong, traversed by the GC
+  PyObject* tensor_type;         // torch.Tensor once a loss is registered, else NULL
+  PyObject* stop_type;           // trainscope.TrainingStopped: propagates like a BaseException
+  PyObject* float32;             // torch.float32 and torch.float64: losses read in place
+  PyObject* float64;
+  std::shared_ptr<PyWriter>* writer;       // null handle: nothing is recorded
   std::vector<PyWriter::Staged>* pending;  // this thread's step records and losses
   std::vector<std::string>* loss_names;    // "losses/<name>" by loss_hook index
   std::vector<char>* grad_seen;            // by parameter index, this save step
@@ -142,6 +154,7 @@ struct Clock {
   long long opt_ns;
 
   long long self_ns;  // with `timing`: ns spent in the callbacks (bench/step_overhead.py)
+  long long self_by[kCallbacks];  // the same by callback (kCallbackNames)
   long long slow_calls;
 };
 
@@ -264,12 +277,20 @@ bool ModeFromModule(Clock* c, PyObject* module) {
   return true;
 }
 
-struct SelfTimer {  // with c->timing: adds the time between construction and destruction
+// With c->timing: adds the time between construction and destruction to self_ns and to the
+// callback's own total (self_breakdown).
+struct SelfTimer {
   Clock* c;
+  int which;
   int64_t t0;
-  explicit SelfTimer(Clock* clock) : c(clock), t0(clock->timing ? MonoNs() : 0) {}
+  SelfTimer(Clock* clock, int callback)
+      : c(clock), which(callback), t0(clock->timing ? MonoNs() : 0) {}
   ~SelfTimer() {
-    if (c->timing) c->self_ns += MonoNs() - t0;
+    if (c->timing) {
+      int64_t dt = MonoNs() - t0;
+      c->self_ns += dt;
+      c->self_by[which] += dt;
+    }
   }
 };
 
@@ -277,7 +298,7 @@ struct SelfTimer {  // with c->timing: adds the time between construction and de
 // model.register_forward_pre_hook(clock.model_pre): a forward call of the registered model.
 PyObject* ModelPre(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Clock* c = reinterpret_cast<Clock*>(self);
-  SelfTimer timer(c);
+  SelfTimer timer(c, 0);
   if (nargs < 1) {
     PyErr_SetString(PyExc_TypeError, "model_pre(module, inputs)");
     return nullptr;
@@ -303,9 +324,55 @@ PyObject* ModelPre(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 // model.register_forward_hook(clock.model_post)
 PyObject* ModelPost(PyObject* self, PyObject* const*, Py_ssize_t) {
   Clock* c = reinterpret_cast<Clock*>(self);
-  SelfTimer timer(c);
+  SelfTimer timer(c, 1);
   if (c->record_phases && c->fwd_start_ns) c->fwd_ns = MonoNs() - c->fwd_start_ns;
   Py_RETURN_NONE;
+}
+
+// The value of a one-element CPU tensor: 1 (read), 0 (not a CPU scalar: the caller takes
+// the slow path), -1 (error set). Plain float32/float64 tensors are read in place, as numpy
+// would (data_ptr() of the live tensor; cheaper than .item()'s dispatch with cold caches);
+// other dtypes and tensor subclasses go through .item().
+int ReadCpuScalar(Clock* c, PyObject* t, double* value) {
+  auto call = [t](PyObject* name, bool method) {
+    return method ? PyObject_CallMethodNoArgs(t, name) : PyObject_GetAttr(t, name);
+  };
+  PyObject* cpu = call(S.is_cpu, false);
+  int on_cpu = cpu ? PyObject_IsTrue(cpu) : -1;
+  Py_XDECREF(cpu);
+  if (on_cpu <= 0) return on_cpu;
+  PyObject* n = call(S.numel, true);
+  long long numel = n ? PyLong_AsLongLong(n) : -1;
+  Py_XDECREF(n);
+  if (numel == -1 && PyErr_Occurred()) return -1;
+  if (numel != 1) return 0;  // reduction="none": the slow path takes the mean
+  if (Py_TYPE(t) == reinterpret_cast<PyTypeObject*>(c->tensor_type)) {
+    PyObject* dt = call(S.dtype, false);
+    if (dt == nullptr) return -1;
+    const bool f32 = dt == c->float32, f64 = dt == c->float64;
+    Py_DECREF(dt);
+    if (f32 || f64) {
+      PyObject* p = call(S.data_ptr, true);
+      uintptr_t addr = p ? static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(p)) : 0;
+      Py_XDECREF(p);
+      if (PyErr_Occurred()) return -1;
+      if (addr != 0) {
+        if (f32) {
+          float v;
+          std::memcpy(&v, reinterpret_cast<const void*>(addr), sizeof v);
+          *value = v;
+        } else {
+          std::memcpy(value, reinterpret_cast<const void*>(addr), sizeof *value);
+        }
+        return 1;
+      }
+    }
+  }
+  PyObject* v = call(S.item, true);
+  if (v == nullptr) return -1;
+  *value = PyFloat_AsDouble(v);
+  Py_DECREF(v);
+  return (*value == -1.0 && PyErr_Occurred()) ? -1 : 1;
 }
 
 // criterion.register_forward_hook(functools.partial(clock.loss, index)):
@@ -313,7 +380,7 @@ PyObject* ModelPost(PyObject* self, PyObject* const*, Py_ssize_t) {
 // collection saves.
 PyObject* Loss(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Clock* c = reinterpret_cast<Clock*>(self);
-  SelfTimer timer(c);
+  SelfTimer timer(c, 2);
   if (nargs != 4) {
     PyErr_SetString(PyExc_TypeError, "loss(index, module, inputs, output)");
     return nullptr;
@@ -367,29 +434,13 @@ PyObject* Loss(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   }
   bool slow = c->loss_on_device;
   if (!slow) {
-    PyObject* cuda = PyObject_GetAttr(out, S.is_cuda);
-    int on_device = cuda ? PyObject_IsTrue(cuda) : -1;
-    Py_XDECREF(cuda);
-    if (on_device < 0) {
+    double value;
+    int got = ReadCpuScalar(c, out, &value);
+    if (got < 0) {
       if (!Absorb(c, "loss")) return nullptr;
       Py_RETURN_NONE;
     }
-    slow = on_device != 0;  // summed on the device, copied in a batch (no sync per step)
-  }
-  if (!slow) {
-    PyObject* v = PyObject_CallMethodNoArgs(out, S.item);
-    if (v == nullptr) {
-      // more than one element (reduction="none"): the slow path takes the mean
-      if (!PyErr_ExceptionMatches(PyExc_Exception)) return nullptr;
-      PyErr_Clear();
-      slow = true;
-    } else {
-      double value = PyFloat_AsDouble(v);
-      Py_DECREF(v);
-      if (value == -1.0 && PyErr_Occurred()) {
-        if (!Absorb(c, "loss")) return nullptr;
-        Py_RETURN_NONE;
-      }
+    if (got > 0) {
       ScalarRecord r;
       r.name = (*c->loss_names)[idx];
       r.step = c->step;
@@ -400,6 +451,7 @@ PyObject* Loss(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       c->pending->emplace_back(std::move(r));
       Py_RETURN_NONE;
     }
+    slow = true;  // on a device (summed there, copied in a batch) or not one element
   }
   if (!Slow(c, "loss", S.slow_loss, args[0], out)) return nullptr;
   Py_RETURN_NONE;
@@ -427,7 +479,7 @@ bool ArgMode(PyObject* o, int* mode) {
 // Hook._slow_grads when the last one arrived (or at backward end / optimizer.step()).
 PyObject* Grad(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Clock* c = reinterpret_cast<Clock*>(self);
-  SelfTimer timer(c);
+  SelfTimer timer(c, 3);
   if (nargs != 2) return PyErr_Format(PyExc_TypeError, "grad(index, grad)");
   if (!c->plan_active) Py_RETURN_NONE;
   long long idx = PyLong_AsLongLong(args[0]);
@@ -567,12 +619,17 @@ PyObject* SetWriter(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-PyObject* SetTensorType(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+// set_torch(torch.Tensor, torch.float32, torch.float64)
+PyObject* SetTorch(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Clock* c = reinterpret_cast<Clock*>(self);
-  if (nargs != 1 || !PyType_Check(args[0]))
-    return PyErr_Format(PyExc_TypeError, "set_tensor_type(torch.Tensor)");
+  if (nargs != 3 || !PyType_Check(args[0]))
+    return PyErr_Format(PyExc_TypeError, "set_torch(torch.Tensor, torch.float32, torch.float64)");
   Py_INCREF(args[0]);
   Py_XSETREF(c->tensor_type, args[0]);
+  Py_INCREF(args[1]);
+  Py_XSETREF(c->float32, args[1]);
+  Py_INCREF(args[2]);
+  Py_XSETREF(c->float64, args[2]);
   Py_RETURN_NONE;
 }
 
@@ -640,6 +697,27 @@ PyObject* FlushPending(PyObject* self, PyObject*) {
   Py_RETURN_NONE;
 }
 
+PyObject* SelfBreakdown(PyObject* self, void*) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  PyObject* d = PyDict_New();
+  for (int i = 0; d != nullptr && i < kCallbacks; ++i) {
+    PyObject* v = PyLong_FromLongLong(c->self_by[i]);
+    if (v == nullptr || PyDict_SetItemString(d, kCallbackNames[i], v) < 0) Py_CLEAR(d);
+    Py_XDECREF(v);
+  }
+  return d;
+}
+
+int ResetBreakdown(PyObject* self, PyObject* v, void*) {
+  if (v != nullptr && v != Py_None) {
+    PyErr_SetString(PyExc_TypeError, "self_breakdown can only be reset (= None)");
+    return -1;
+  }
+  Clock* c = reinterpret_cast<Clock*>(self);
+  for (auto& x : c->self_by) x = 0;
+  return 0;
+}
+
 PyObject* PendingCount(PyObject* self, void*) {
   return PyLong_FromSize_t(reinterpret_cast<Clock*>(self)->pending->size());
 }
@@ -672,7 +750,7 @@ PyObject* OptStepCall(PyObject* self, PyObject* args, PyObject* kwargs) {
   Clock* c = o->clock;
   int64_t t0 = MonoNs();
   {
-    SelfTimer timer(c);
+    SelfTimer timer(c, 4);
     if (c->bwd_start_ns && c->bwd_ns < 0) c->bwd_ns = t0 - c->bwd_start_ns;
     if (c->plan_active && !Slow(c, "optimizer", S.slow_opt_flush)) return nullptr;
   }
@@ -761,7 +839,7 @@ PyObject* TimedIterNext(PyObject* self) {
   if (ti->it == nullptr) return nullptr;
   int64_t now = WallUs();
   {
-    SelfTimer timer(c);
+    SelfTimer timer(c, 5);
     if (c->auto_step && c->open) {
       if (!CloseStep(c, now, "loader") || !Advance(c, "loader")) return nullptr;
     }
@@ -965,6 +1043,8 @@ int ClockTraverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(c->hook);
   Py_VISIT(c->tensor_type);
   Py_VISIT(c->stop_type);
+  Py_VISIT(c->float32);
+  Py_VISIT(c->float64);
   Py_VISIT(c->grads);
   return 0;
 }
@@ -974,6 +1054,8 @@ int ClockClear(PyObject* self) {
   Py_CLEAR(c->hook);
   Py_CLEAR(c->tensor_type);
   Py_CLEAR(c->stop_type);
+  Py_CLEAR(c->float32);
+  Py_CLEAR(c->float64);
   Py_CLEAR(c->grads);
   return 0;
 }
@@ -1025,6 +1107,8 @@ PyMemberDef kClockMembers[] = {
 PyGetSetDef kClockGetSet[] = {
     {"mode", GetMode, SetModeAttr, "0 TRAIN, 1 EVAL, 2 PREDICT", nullptr},
     {"pending_count", PendingCount, nullptr, "records queued for flush_pending()", nullptr},
+    {"self_breakdown", SelfBreakdown, ResetBreakdown,
+     "with timing: ns spent in each callback (assign None to reset)", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -1045,7 +1129,7 @@ PyMethodDef kClockMethods[] = {
     TS_FAST("get", GetPy, "get(kind, mode): 0 mode steps, 1 next save, 2 next loss save"),
     TS_FAST("set", SetPy, "set(kind, mode, value)"),
     TS_FAST("set_writer", SetWriter, "set_writer(Writer or None)"),
-    TS_FAST("set_tensor_type", SetTensorType, "set_tensor_type(torch.Tensor)"),
+    TS_FAST("set_torch", SetTorch, "set_torch(torch.Tensor, torch.float32, torch.float64)"),
     TS_FAST("set_stop_type", SetStopType, "set_stop_type(TrainingStopped)"),
     TS_FAST("add_loss_name", AddLossName, "add_loss_name(name) -> index"),
     TS_FAST("pend_scalar", PendScalar, "pend_scalar(name, step, mode, mode_step, value, wall_us)"),

@@ -472,7 +472,7 @@ class Hook:
         function (F.cross_entropy) a wrapper that records is returned: use it instead."""
         try:
             import torch
-            self._clock.set_tensor_type(torch.Tensor)
+            self._clock.set_torch(torch.Tensor, torch.float32, torch.float64)
             index = self._clock.add_loss_name(f"losses/{name}")
             self._loss_names.append(f"losses/{name}")
             on_output = self._clock.callback(2, index)  # (module, inputs, output)
@@ -746,7 +746,7 @@ class Hook:
         name = self._loss_names[index]
         mode = self.mode
         ms = self._mode_steps[mode]
-        if self.device_stats == "torch" or output.is_cuda:
+        if self.device_stats == "torch" or not output.is_cpu:
             out = output.detach()
             if out.numel() != 1:
                 out = out.float().mean()
