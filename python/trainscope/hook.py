@@ -196,7 +196,7 @@ class Hook:
     @property
     def mode(self) -> Mode:
         """The current mode (TRAIN, EVAL or PREDICT)."""
-        return Mode(self._clock.mode)
+        return MODES[self._clock.mode]
 
     @mode.setter
     def mode(self, mode) -> None:
@@ -360,6 +360,7 @@ class Hook:
                                     self._loss_coll.next_save(m, 0, self.save_interval))
                                 for m in MODES})
         self._plan_cache.clear()
+        self._active_memo = None
 
     def config(self) -> dict:
         """The hook's configuration (written into run.json)."""
@@ -463,6 +464,7 @@ class Hook:
         self._handles.append(module.register_forward_hook(self._clock.callback(1)))
         self._targets = self._compute_targets()
         self._plan_cache.clear()
+        self._active_memo = None
         self._project_storage()
 
     def register_loss(self, criterion, name: str = "loss"):
@@ -794,10 +796,16 @@ class Hook:
     def _queue_backward_end(self) -> None:
         """Asks autograd to call _on_backward_end when this backward pass finishes."""
         try:
-            import torch
-            torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_end)
+            queue = self._queue_callback
+            if queue is None:
+                import torch
+                queue = self._queue_callback = \
+                    torch.autograd.Variable._execution_engine.queue_callback
+            queue(self._on_backward_end)
         except Exception as e:
             self._fail("backward callback", e)
+
+    _queue_callback = None
 
     def _on_backward_end(self) -> None:
         try:
@@ -863,7 +871,16 @@ class Hook:
                     getattr(self, "_tensor_colls", ())), default=NEVER)
 
     def _active_collections(self, mode: Mode, ms: int) -> tuple:
-        return tuple(c.name for c in self._tensor_colls if c.saves_at(mode, ms, self.save_interval))
+        key = (int(mode), ms)  # asked twice per step when consecutive steps save
+        memo = self._active_memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        active = tuple(c.name for c in self._tensor_colls
+                       if c.saves_at(mode, ms, self.save_interval))
+        self._active_memo = (key, active)
+        return active
+
+    _active_memo = None
 
     def _begin_save(self, mode: Mode, ms: int) -> None:
         active = self._active_collections(mode, ms)
@@ -1077,8 +1094,13 @@ class Hook:
         if w is None:
             self._cpu_batch = []
             return
+        b = self._device_batch
+        if not self._cpu_batch and not (device and b is not None and len(b)):
+            return
         self._flush_pending()  # keep the records in step order
-        step, mode, ms = self.step_count, int(self.mode), self._mode_steps[self.mode]
+        clock = self._clock
+        step, mode = clock.step, clock.mode
+        ms = clock.get(0, mode)
         if self._cpu_batch:
             batch, self._cpu_batch = self._cpu_batch, []
             # Contiguous tensors of known dtypes are read in place by the core (one call; no
@@ -1096,7 +1118,6 @@ class Hook:
             for buckets, (names, arrs, codes, shapes) in groups.items():
                 w.add_summaries(names, step, mode, ms, arrs, codes, shapes, buckets)
             del batch
-        b = self._device_batch
         if device and b is not None and len(b):
             try:
                 scalars, self._device_scalars = self._device_scalars, []
