@@ -191,41 +191,6 @@ void InitWriter(py::module_& m) {
           py::arg("buffers"), py::arg("dtypes"), py::arg("shapes"), py::arg("buckets") = 0,
           "Batch form of add_summary: one call, one GIL release. Returns how many were queued.")
       .def(
-          "add_summaries_at",
-          [](PyWriter& w, const std::vector<std::string>& names, int64_t step, int mode,
-             int64_t mode_step, const std::vector<uintptr_t>& addresses,
-             const std::vector<int64_t>& counts, const std::vector<int>& dtypes,
-             const py::list& shapes, int buckets) {
-            size_t n = names.size();
-            if (addresses.size() != n || counts.size() != n || dtypes.size() != n ||
-                shapes.size() != n) {
-              throw py::value_error(
-                  "add_summaries_at: names, addresses, counts, dtypes, shapes differ in length");
-            }
-            w.get();
-            std::vector<SummaryRecord> recs(n);
-            std::vector<const void*> data(n);
-            std::vector<size_t> sizes(n);
-            for (size_t i = 0; i < n; ++i) {
-              if (counts[i] < 0 || (counts[i] > 0 && addresses[i] == 0)) {
-                throw py::value_error("add_summaries_at: " + names[i] +
-                                      ": null address or negative count");
-              }
-              recs[i].dtype = CheckDType(dtypes[i], 0, false);
-              recs[i].name = names[i];
-              recs[i].shape = ToShape(shapes[i]);
-              data[i] = reinterpret_cast<const void*>(addresses[i]);
-              sizes[i] = static_cast<size_t>(counts[i]);
-            }
-            return SummarizeAndPut(w, recs, data, sizes, step, ToMode(mode), mode_step, {buckets});
-          },
-          py::arg("names"), py::arg("step"), py::arg("mode"), py::arg("mode_step"),
-          py::arg("addresses"), py::arg("counts"), py::arg("dtypes"), py::arg("shapes"),
-          py::arg("buckets") = 0,
-          "add_summaries over raw addresses of C-contiguous CPU memory (torch: t.data_ptr(), "
-          "t.numel()) that the caller keeps alive for the call: no buffer objects to make. "
-          "For the hook's own use.")
-      .def(
           "add_summaries_batch",
           [](PyWriter& w, const py::list& batch, int64_t step, int mode, int64_t mode_step,
              const py::dict& codes) -> py::list {

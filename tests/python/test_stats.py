@@ -128,21 +128,31 @@ def test_hook_summaries_from_tensor_addresses_match_numpy(tmp_path):
         assert list(run.tensor(f"tensors/{name}").summary(0)["shape"]) == list(t.shape), name
 
 
-def test_add_summaries_at_rejects_bad_arguments(tmp_path):
+def test_add_summaries_batch_reads_in_place_and_hands_back_the_rest(tmp_path):
+    from trainscope._dtypes import _torch_codes
     run_dir = str(tmp_path / "run")
     _core.create_or_open_run(run_dir, name="", command=[], config_json="{}", framework="x")
     w = _core.Writer(run_dir, "worker-0")
-    a = np.arange(10, dtype=np.float32)
-    assert w.add_summaries_at(["a"], 0, 0, 0, [a.ctypes.data], [10], [ts_code(a)], [(10,)]) == 1
-    with pytest.raises(ValueError):
-        w.add_summaries_at(["a", "b"], 0, 0, 0, [a.ctypes.data], [10], [ts_code(a)], [(10,)])
-    with pytest.raises(ValueError):
-        w.add_summaries_at(["a"], 0, 0, 0, [0], [10], [ts_code(a)], [(10,)])
-    with pytest.raises(ValueError):
-        w.add_summaries_at(["a"], 0, 0, 0, [a.ctypes.data], [-1], [ts_code(a)], [(10,)])
-    with pytest.raises(ValueError):
-        w.add_summaries_at(["a"], 0, 0, 0, [a.ctypes.data], [10], [999], [(10,)])
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6) - 7.5
+    codes = {k: v for k, v in _torch_codes().items() if k != torch.int16}
+    batch = [("t/plain", base, 0),
+             ("t/column", base[:, 2], 0),           # non-contiguous: handed back
+             ("t/row", base[2], 0),                 # contiguous view with a storage offset
+             ("t/int16", base.to(torch.int16), 0),  # dtype not in codes: handed back
+             ("t/hist", base, 4),
+             "not a tuple",
+             ("t/not_a_tensor", object(), 0)]
+    rest = w.add_summaries_batch(batch, 3, 0, 3, codes)
+    assert rest == [1, 3, 5, 6]
     w.close()
+    run = ts.open_run(run_dir)
+    assert sorted(run.tensor_names()) == ["t/hist", "t/plain", "t/row"]
+    for name, t in (("t/plain", base), ("t/row", base[2])):
+        got = run.tensor(name).reductions(3)
+        ref = reference(t.numpy())
+        for k in ("min", "max", "mean", "l2"):
+            assert got[k] == pytest.approx(ref[k], rel=1e-12), (name, k)
+        assert list(run.tensor(name).summary(3)["shape"]) == list(t.shape)
 
 
 def ts_code(a: np.ndarray) -> int:
