@@ -112,6 +112,10 @@ struct Clock {
   PyObject* stop_type;           // trainscope.TrainingStopped: propagates like a BaseException
   PyObject* float32;             // torch.float32 and torch.float64: losses read in place
   PyObject* float64;
+  // torch.Tensor's own descriptors of is_cpu, dtype, numel, data_ptr, item: for a plain
+  // torch.Tensor the loss is read without looking the names up through its large type dicts
+  // (cache misses after backward)
+  PyObject* descr[5];
   std::shared_ptr<PyWriter>* writer;       // null handle: nothing is recorded
   std::vector<PyWriter::Staged>* pending;  // this thread's step records and losses
   std::vector<std::string>* loss_names;    // "losses/<name>" by loss_hook index
@@ -334,25 +338,33 @@ PyObject* ModelPost(PyObject* self, PyObject* const*, Py_ssize_t) {
 // would (data_ptr() of the live tensor; cheaper than .item()'s dispatch with cold caches);
 // other dtypes and tensor subclasses go through .item().
 int ReadCpuScalar(Clock* c, PyObject* t, double* value) {
-  auto call = [t](PyObject* name, bool method) {
-    return method ? PyObject_CallMethodNoArgs(t, name) : PyObject_GetAttr(t, name);
+  const bool plain = Py_TYPE(t) == reinterpret_cast<PyTypeObject*>(c->tensor_type);
+  auto call = [c, t, plain](int which, bool method) -> PyObject* {
+    static PyObject* const* names[5] = {&S.is_cpu, &S.dtype, &S.numel, &S.data_ptr, &S.item};
+    PyObject* d = plain ? c->descr[which] : nullptr;
+    if (d == nullptr) {
+      return method ? PyObject_CallMethodNoArgs(t, *names[which])
+                    : PyObject_GetAttr(t, *names[which]);
+    }
+    if (method) return PyObject_Vectorcall(d, &t, 1, nullptr);
+    return Py_TYPE(d)->tp_descr_get(d, t, reinterpret_cast<PyObject*>(Py_TYPE(t)));
   };
-  PyObject* cpu = call(S.is_cpu, false);
+  PyObject* cpu = call(0, false);
   int on_cpu = cpu ? PyObject_IsTrue(cpu) : -1;
   Py_XDECREF(cpu);
   if (on_cpu <= 0) return on_cpu;
-  PyObject* n = call(S.numel, true);
+  PyObject* n = call(2, true);
   long long numel = n ? PyLong_AsLongLong(n) : -1;
   Py_XDECREF(n);
   if (numel == -1 && PyErr_Occurred()) return -1;
   if (numel != 1) return 0;  // reduction="none": the slow path takes the mean
-  if (Py_TYPE(t) == reinterpret_cast<PyTypeObject*>(c->tensor_type)) {
-    PyObject* dt = call(S.dtype, false);
+  if (plain) {
+    PyObject* dt = call(1, false);
     if (dt == nullptr) return -1;
     const bool f32 = dt == c->float32, f64 = dt == c->float64;
     Py_DECREF(dt);
     if (f32 || f64) {
-      PyObject* p = call(S.data_ptr, true);
+      PyObject* p = call(3, true);
       uintptr_t addr = p ? static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(p)) : 0;
       Py_XDECREF(p);
       if (PyErr_Occurred()) return -1;
@@ -368,7 +380,7 @@ int ReadCpuScalar(Clock* c, PyObject* t, double* value) {
       }
     }
   }
-  PyObject* v = call(S.item, true);
+  PyObject* v = call(4, true);
   if (v == nullptr) return -1;
   *value = PyFloat_AsDouble(v);
   Py_DECREF(v);
@@ -624,6 +636,16 @@ PyObject* SetTorch(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Clock* c = reinterpret_cast<Clock*>(self);
   if (nargs != 3 || !PyType_Check(args[0]))
     return PyErr_Format(PyExc_TypeError, "set_torch(torch.Tensor, torch.float32, torch.float64)");
+  PyObject* names[5] = {S.is_cpu, S.dtype, S.numel, S.data_ptr, S.item};
+  for (int i = 0; i < 5; ++i) {
+    // a descriptor found on the type (getset for attributes, method_descriptor for methods);
+    // anything else (a Python override) leaves the slot empty and the normal lookup in use
+    PyObject* d = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(args[0]), names[i]);
+    const bool ok = d != nullptr && (i < 2 ? Py_IS_TYPE(d, &PyGetSetDescr_Type)
+                                           : Py_IS_TYPE(d, &PyMethodDescr_Type));
+    Py_XINCREF(ok ? d : nullptr);
+    Py_XSETREF(c->descr[i], ok ? d : nullptr);
+  }
   Py_INCREF(args[0]);
   Py_XSETREF(c->tensor_type, args[0]);
   Py_INCREF(args[1]);
@@ -1045,6 +1067,7 @@ int ClockTraverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(c->stop_type);
   Py_VISIT(c->float32);
   Py_VISIT(c->float64);
+  for (PyObject* d : c->descr) Py_VISIT(d);
   Py_VISIT(c->grads);
   return 0;
 }
@@ -1056,6 +1079,7 @@ int ClockClear(PyObject* self) {
   Py_CLEAR(c->stop_type);
   Py_CLEAR(c->float32);
   Py_CLEAR(c->float64);
+  for (PyObject*& d : c->descr) Py_CLEAR(d);
   Py_CLEAR(c->grads);
   return 0;
 }
