@@ -33,7 +33,6 @@ import functools
 import json
 import logging
 import os
-import re
 import socket
 import sys
 import threading
@@ -45,7 +44,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 from . import _core
 from ._dtypes import _torch_codes, torch_to_buffer
 from ._modes import Mode, TrainingStopped
-from .collection import NEVER, Collection, as_collections
+from .collection import NEVER, as_collections
 
 log = logging.getLogger("trainscope")
 
