@@ -708,6 +708,7 @@ PyObject* FlushPending(PyObject* self, PyObject*) {
   if (c->pending->empty()) Py_RETURN_NONE;
   std::vector<PyWriter::Staged> batch;
   batch.swap(*c->pending);
+  c->pending->reserve(batch.size());  // no reallocation in the steps until the next flush
   std::shared_ptr<PyWriter> w = *c->writer;
   if (!w) Py_RETURN_NONE;
   try {

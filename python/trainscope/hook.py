@@ -655,6 +655,7 @@ class Hook:
                     log.warning("trainscope: writer closed with an error: %s", err)
             except Exception as e:
                 self._fail("close", e)
+            self._clock.set_writer(None)  # a loader wrapper used after close records nothing
         _unregister_atexit(self._atexit)
 
     def __enter__(self) -> "Hook":
@@ -1328,7 +1329,8 @@ class Hook:
                     "step": self.step_count}))
             if self.error_count >= self._max_errors and self._saving:
                 self._saving = False
-                self._plan = None
+                if threading.get_ident() == self._owner_thread:
+                    self._plan = None  # else the training thread's next save check sees it
                 log.warning("trainscope: %d internal errors; the hook stops saving tensors",
                             self.error_count)
         except Exception:
