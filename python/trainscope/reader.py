@@ -1,13 +1,15 @@
 """Reading a run: ``ts.open_run(path)``, also while the training is still writing it.
 
-    >>> import trainscope as ts                                  # doctest: +SKIP
-    >>> run = ts.open_run("runs/exp1")
-    >>> run.tensor_names(collection="gradients")
+    >>> import trainscope as ts
+    >>> run = ts.open_run("runs/exp1")                           # doctest: +SKIP
+    >>> run.tensor_names(collection="gradients")                 # doctest: +SKIP
     ['gradients/fc1.bias', 'gradients/fc1.weight', ...]
-    >>> t = run.tensor("gradients/fc1.weight")
-    >>> t.reduction(t.steps()[-1], "l2")
+    >>> t = run.tensor("gradients/fc1.weight")                   # doctest: +SKIP
+    >>> t.reduction(t.steps()[-1], "l2")                         # doctest: +SKIP
     0.0123
-    >>> steps, values = run.scalar("losses/loss", mode=ts.Mode.TRAIN)
+    >>> steps, values = run.scalar("losses/loss", mode=ts.Mode.TRAIN)  # doctest: +SKIP
+
+(tests/python/test_docstrings.py runs these examples on a real run.)
 
 Every accessor refreshes the view first (at most every ``refresh_interval_s``; call
 ``run.refresh()`` to force), so a loop over a live run sees new steps as they are written.
