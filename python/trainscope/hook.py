@@ -39,6 +39,7 @@ import threading
 import time
 import types
 import weakref
+from collections import deque
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from . import _core
@@ -284,6 +285,9 @@ class Hook:
         self._committer_stop = threading.Event()
         self._device_batch = None
         self._device_scalars: List[tuple] = []
+        # copies from the device still landing in host memory, each with what writes it
+        # (FIFO, so each series stays in step order): see _device_stats.HostCopy
+        self._host_copies: "deque[tuple]" = deque()
         self._bytes_projected_warned = False
         self._bytes_estimate = 0
         self._bytes_by_collection: Dict[str, int] = {}
@@ -602,6 +606,7 @@ class Hook:
         try:
             self._flush_batches()
             self._flush_device_scalars()
+            self._drain_host_copies(wait=True)
         except Exception as e:
             self._fail("close", e)
         try:
@@ -701,7 +706,9 @@ class Hook:
             self._end_save()
         if len(self._device_scalars) >= 16:
             self._flush_device_scalars()
-        self._clock.dev_scalars = bool(self._device_scalars)
+        elif self._host_copies:
+            self._drain_host_copies()
+        self._clock.dev_scalars = bool(self._device_scalars) or bool(self._host_copies)
 
     def _slow_close_post(self) -> None:
         prof = self.profiler
@@ -712,6 +719,8 @@ class Hook:
         """Every stop_check_interval_ms at a step start: hands the step records over to the
         core. The committer thread commits them and polls for stops at the same cadence; only
         without it does the training thread do that too."""
+        if self._host_copies:
+            self._drain_host_copies()
         if self._committer is not None:
             self._flush_pending()
             if self._clock.stop_check_ns < self._commit_interval_ns:
@@ -1122,13 +1131,31 @@ class Hook:
         if device and b is not None and len(b):
             try:
                 scalars, self._device_scalars = self._device_scalars, []
-                table, values = b.table_with_scalars([v for _, v, _, _, _ in scalars])
-                w.add_summary_table(b.names, step, mode, ms, b.dtypes,
-                                    [list(s) for s in b.shapes], table)
-                for (name, _, sstep, smode, sms), v in zip(scalars, values):
-                    self._write_scalar(name, v, sstep, smode, sms)
+                pending = b.copy_with_scalars([v for _, v, _, _, _ in scalars])
+                self._host_copies.append((pending, functools.partial(
+                    self._write_table, b.names, step, mode, ms, b.dtypes,
+                    [list(s) for s in b.shapes], scalars)))
             finally:
                 b.clear()
+            self._drain_host_copies()
+
+    def _write_table(self, names, step, mode, ms, dtypes, shapes, scalars, result) -> None:
+        table, values = result
+        self._writer.add_summary_table(names, step, mode, ms, dtypes, shapes, table)
+        for (name, _, sstep, smode, sms), v in zip(scalars, values):
+            self._write_scalar(name, v, sstep, smode, sms)
+
+    def _drain_host_copies(self, wait: bool = False) -> None:
+        """Writes the device copies that have landed (all of them with wait=True), oldest
+        first, stopping at the first still in flight."""
+        q = self._host_copies
+        while q and (wait or q[0][0].ready()):
+            pending, write = q.popleft()
+            try:
+                if self._writer is not None:
+                    write(pending.result())
+            except Exception as e:
+                self._fail("device copy", e)
 
     @property
     def _commit_interval_ns(self) -> int:
@@ -1156,17 +1183,23 @@ class Hook:
         self._clock.flush_pending()
 
     def _flush_device_scalars(self) -> None:
+        """Starts the copy of the queued device losses (one per device, not waiting)."""
         if not self._device_scalars:
             return
         pending, self._device_scalars = self._device_scalars, []
-        import torch
+        from ._device_stats import PendingTable
         by_dev: Dict[Any, list] = {}
         for item in pending:
             by_dev.setdefault(item[1].device, []).append(item)
         for _, items in by_dev.items():
-            values = torch.stack([v for _, v, _, _, _ in items]).cpu().tolist()
-            for (name, _, step, mode, ms), v in zip(items, values):
-                self._write_scalar(name, v, step, mode, ms)
+            copy = PendingTable([], [v for _, v, _, _, _ in items])
+            self._host_copies.append((copy, functools.partial(self._write_device_scalars,
+                                                              items)))
+        self._drain_host_copies()
+
+    def _write_device_scalars(self, items, result) -> None:
+        for (name, _, step, mode, ms), v in zip(items, result[1]):
+            self._write_scalar(name, v, step, mode, ms)
 
     def _write_scalar(self, name: str, value, step: int, mode: Mode, ms: int) -> None:
         w = self._writer
@@ -1382,6 +1415,8 @@ class Hook:
         """Blocks until everything recorded so far is written (not for every step)."""
         try:
             if self._writer is not None and not self._closed:
+                self._flush_device_scalars()
+                self._drain_host_copies(wait=True)
                 self._flush_pending()
                 self._writer.flush()
         except Exception as e:

@@ -263,3 +263,31 @@ def test_hook_time_on_non_save_steps_is_measured_by_the_clock(run_dir, tiny):
     assert clock.self_ns > 0
     # non-save steps: no Python slow path but the periodic stop check
     assert clock.slow_calls - slow_before <= 1
+
+
+def test_device_copies_are_written_when_they_land_and_at_flush(run_dir, tiny, monkeypatch):
+    """Device summaries and losses reach the host by copies the hook does not wait for
+    (CUDA: pinned memory and an event; forced here on CPU): nothing is written while a copy
+    is in flight, flush() and close() wait for them, and each series stays in step order."""
+    from trainscope import _device_stats
+    landed = {"now": False}
+    monkeypatch.setattr(_device_stats.HostCopy, "ready", lambda self: landed["now"])
+    hook, model, opt, crit, batches = _hooked(run_dir, tiny, device_stats="torch",
+                                              save_interval=2)
+    train(hook, model, opt, crit, batches[:7])
+    assert hook._host_copies  # in flight
+    hook._writer.flush()
+    run = ts.open_run(run_dir)
+    assert "weights/0.weight" not in run.tensor_names()
+    hook.flush()  # waits for them
+    assert not hook._host_copies
+    run.refresh()
+    assert run.tensor("weights/0.weight").steps() == [0, 2, 4]  # step 6 is still open
+    landed["now"] = True  # from here on copies land at once
+    train(hook, model, opt, crit, batches[7:12])
+    hook.close()
+    run = ts.open_run(run_dir)
+    assert run.tensor("weights/0.weight").steps() == [0, 2, 4, 6, 8, 10]
+    steps, _ = run.scalar("losses/loss")
+    assert list(steps) == list(range(12))
+    assert not hook.errors
