@@ -32,11 +32,15 @@ struct WriterOptions {
   bool sync_on_flush = false;               // also fdatasync at each flush
   uint64_t segment_max_bytes = 128u << 20;  // rotate after this many bytes...
   int64_t segment_max_seconds = 3600;       // ...or this long
-  int zstd_level = 1;                       // raw tensors; 0 stores them uncompressed
-  size_t raw_chunk_bytes = 4u << 20;        // raw tensors are split into chunks this large
-  int64_t stats_interval_ms = 5000;         // period of WriterStats records (also on close)
-  uint64_t byte_budget = 0;                 // 0: unlimited; else drop raw tensors, then all
-  Env* env = nullptr;                       // nullptr: Env::Default()
+  // ...or this many indexed records: the open segment's index lives in memory (~40 bytes a
+  // record) until it is sealed, and small records (a loss and a StepRecord per step) fill
+  // 128 MiB slowly; this keeps it under ~40 MB in the training process.
+  size_t segment_max_records = size_t{1} << 20;
+  int zstd_level = 1;                 // raw tensors; 0 stores them uncompressed
+  size_t raw_chunk_bytes = 4u << 20;  // raw tensors are split into chunks this large
+  int64_t stats_interval_ms = 5000;   // period of WriterStats records (also on close)
+  uint64_t byte_budget = 0;           // 0: unlimited; else drop raw tensors, then all
+  Env* env = nullptr;                 // nullptr: Env::Default()
 };
 
 class Writer {

@@ -70,7 +70,7 @@ std::shared_ptr<PyWriter> OpenWriter(const std::string& run_dir, const std::stri
                                      size_t queue_max_records, size_t queue_max_bytes,
                                      int64_t flush_interval_ms, uint64_t byte_budget,
                                      int zstd_level, int64_t stats_interval_ms,
-                                     uint64_t segment_max_bytes) {
+                                     uint64_t segment_max_bytes, size_t segment_max_records) {
   WriterOptions o;
   o.run_dir = run_dir;
   o.stream = stream;
@@ -81,6 +81,7 @@ std::shared_ptr<PyWriter> OpenWriter(const std::string& run_dir, const std::stri
   o.zstd_level = zstd_level;
   o.stats_interval_ms = stats_interval_ms;
   o.segment_max_bytes = segment_max_bytes;
+  o.segment_max_records = segment_max_records;
   Result<std::unique_ptr<Writer>> w = [&] {
     py::gil_scoped_release release;
     return Writer::Open(o);
@@ -124,7 +125,8 @@ void InitWriter(py::module_& m) {
            py::arg("queue_max_records") = 65536, py::arg("queue_max_bytes") = 256u << 20,
            py::arg("flush_interval_ms") = 200, py::arg("byte_budget") = 0,
            py::arg("zstd_level") = 1, py::arg("stats_interval_ms") = 5000,
-           py::arg("segment_max_bytes") = uint64_t{128} << 20)
+           py::arg("segment_max_bytes") = uint64_t{128} << 20,
+           py::arg("segment_max_records") = size_t{1} << 20)
       .def(
           "add_scalar",
           [](PyWriter& w, const std::string& name, int64_t step, int mode, int64_t mode_step,

@@ -209,7 +209,8 @@ class Writer::Impl {
   bool EnsureSegment(int64_t wall_us) {
     int64_t now = env_->MonotonicMicros();
     if (file_ && (file_->size() + buf_.size() >= opt_.segment_max_bytes ||
-                  now - seg_opened_ >= opt_.segment_max_seconds * 1000000)) {
+                  now - seg_opened_ >= opt_.segment_max_seconds * 1000000 ||
+                  index_.entries.size() >= opt_.segment_max_records)) {
       Seal();
     }
     if (file_) return true;

@@ -172,6 +172,33 @@ TEST(WriterReader, RotatesAndSealsSegmentsWithAnIndex) {
   EXPECT_EQ(r->TensorSteps("gradients/a").size(), 400u);
 }
 
+TEST(WriterReader, RotatesSegmentsByIndexedRecords) {
+  // The open segment's index is held in memory: a segment also seals after this many
+  // indexed records, however small they are.
+  TempDir tmp;
+  auto w = OpenWriter({.run_dir = tmp.path(), .segment_max_records = 10});
+  for (int s = 0; s < 35; ++s) w->AddScalar(Loss(s, 0.5f * float(s)));
+  ASSERT_TRUE(w->Close().ok());
+  auto files = Env::Default()->ListDir(tmp / "worker-0");
+  ASSERT_TRUE(files.ok());
+  int segments = 0;
+  size_t most = 0;
+  for (const auto& f : *files) {
+    uint64_t seq;
+    if (!ParseSegmentFileName(f, &seq)) continue;
+    ++segments;
+    auto idx = ReadSegmentIndex(tmp / ("worker-0/" + f));
+    ASSERT_TRUE(idx.ok()) << f << ": " << idx.status().ToString();
+    most = std::max(most, idx->entries.size());
+  }
+  EXPECT_GE(segments, 4);
+  EXPECT_LE(most, 10u);
+  auto r = OpenReader(tmp.path());
+  auto series = r->Scalar("losses/loss");
+  ASSERT_EQ(series.size(), 35u);
+  for (int s = 0; s < 35; ++s) EXPECT_EQ(series[s].step, s);
+}
+
 TEST(WriterReader, ReopenedStreamContinuesAndLaterRecordsWin) {
   TempDir tmp;
   {
