@@ -576,9 +576,15 @@ class Hook:
 
     @property
     def should_stop(self) -> bool:
-        """True once a stop was requested (rule action, watcher, dashboard)."""
+        """True once a stop was requested (rule action, watcher, dashboard). Cheap enough to
+        ask every step: the committer thread polls for stops (every 100 ms; 20 ms with rules),
+        this only polls itself when that thread is not running or stops are to be checked
+        more often (stop_check_interval_ms)."""
         if self._stop_reason is None:
-            self._poll_stop()
+            c = self._committer
+            if (c is None or not c.is_alive()
+                    or self._clock.stop_check_ns < self._commit_interval_ns):
+                self._poll_stop()
         return self._stop_reason is not None
 
     @property
