@@ -103,8 +103,9 @@ class Runner:
 
     def run(self, steps, record=True):
         """Runs `steps` training steps; each is timed from the batch request (which is where
-        the hook closes the previous step) to the end of optimizer.step()."""
-        model, opt, crit, it = self.model, self.opt, self.crit, self.it
+        the hook closes the previous step) to the end of optimizer.step() and, with a hook,
+        the loop's `hook.should_stop` check."""
+        model, opt, crit, it, hook = self.model, self.opt, self.crit, self.it, self.hook
         for _ in range(steps):
             t0 = time.perf_counter_ns()
             x, y = next(it)
@@ -112,6 +113,8 @@ class Runner:
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if hook is not None and hook.should_stop:  # as the README's loop does
+                break
             if record:
                 self.times.append(time.perf_counter_ns() - t0)
 
