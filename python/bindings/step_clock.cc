@@ -760,6 +760,34 @@ int SetModeAttr(PyObject* self, PyObject* v, void*) {
   return 0;
 }
 
+// GC support of the clock's helper objects (optimizer wrapper, loader iterator, torch hook
+// objects): each holds the clock and one more reference.
+template <typename T, PyObject* T::*Ref>
+int HelperTraverse(PyObject* self, visitproc visit, void* arg) {
+  T* o = reinterpret_cast<T*>(self);
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(reinterpret_cast<PyObject*>(o->clock));
+  Py_VISIT(o->*Ref);
+  return 0;
+}
+
+template <typename T, PyObject* T::*Ref>
+int HelperClear(PyObject* self) {
+  T* o = reinterpret_cast<T*>(self);
+  Py_CLEAR(o->clock);
+  Py_CLEAR(o->*Ref);
+  return 0;
+}
+
+template <typename T, PyObject* T::*Ref>
+void HelperDealloc(PyObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  HelperClear<T, Ref>(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
 // ---- optimizer.step wrapper ---------------------------------------------------------------
 // Bound to the optimizer with types.MethodType (so LR schedulers, which rebind
 // optimizer.step through __func__.__get__, keep working): (optimizer, *args, **kwargs).
@@ -812,29 +840,6 @@ PyMethodDef kOptStepMethods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-int OptStepTraverse(PyObject* self, visitproc visit, void* arg) {
-  OptStep* o = reinterpret_cast<OptStep*>(self);
-  Py_VISIT(Py_TYPE(self));
-  Py_VISIT(reinterpret_cast<PyObject*>(o->clock));
-  Py_VISIT(o->orig);
-  return 0;
-}
-
-int OptStepClear(PyObject* self) {
-  OptStep* o = reinterpret_cast<OptStep*>(self);
-  Py_CLEAR(o->clock);
-  Py_CLEAR(o->orig);
-  return 0;
-}
-
-void OptStepDealloc(PyObject* self) {
-  PyTypeObject* tp = Py_TYPE(self);
-  PyObject_GC_UnTrack(self);
-  OptStepClear(self);
-  tp->tp_free(self);
-  Py_DECREF(tp);
-}
-
 PyObject* WrapOptStep(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 1 || !PyCallable_Check(args[0]))
     return PyErr_Format(PyExc_TypeError, "opt_step(bound optimizer.step)");
@@ -876,29 +881,6 @@ PyObject* TimedIterNext(PyObject* self) {
   c->data_wait_us = (MonoNs() - t0) / 1000;
   c->pending_start_us = now;
   return batch;
-}
-
-int TimedIterTraverse(PyObject* self, visitproc visit, void* arg) {
-  TimedIter* ti = reinterpret_cast<TimedIter*>(self);
-  Py_VISIT(Py_TYPE(self));
-  Py_VISIT(reinterpret_cast<PyObject*>(ti->clock));
-  Py_VISIT(ti->it);
-  return 0;
-}
-
-int TimedIterClear(PyObject* self) {
-  TimedIter* ti = reinterpret_cast<TimedIter*>(self);
-  Py_CLEAR(ti->clock);
-  Py_CLEAR(ti->it);
-  return 0;
-}
-
-void TimedIterDealloc(PyObject* self) {
-  PyTypeObject* tp = Py_TYPE(self);
-  PyObject_GC_UnTrack(self);
-  TimedIterClear(self);
-  tp->tp_free(self);
-  Py_DECREF(tp);
 }
 
 PyObject* WrapIter(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
@@ -961,29 +943,6 @@ PyObject* CallbackReduce(PyObject*, PyObject*) { return Py_BuildValue("(O())", I
 PyObject* CallbackDeepcopy(PyObject*, PyObject*) {
   Py_INCREF(InertHook);
   return InertHook;
-}
-
-int CallbackTraverse(PyObject* self, visitproc visit, void* arg) {
-  Callback* cb = reinterpret_cast<Callback*>(self);
-  Py_VISIT(Py_TYPE(self));
-  Py_VISIT(reinterpret_cast<PyObject*>(cb->clock));
-  Py_VISIT(cb->index);
-  return 0;
-}
-
-int CallbackClear(PyObject* self) {
-  Callback* cb = reinterpret_cast<Callback*>(self);
-  Py_CLEAR(cb->clock);
-  Py_CLEAR(cb->index);
-  return 0;
-}
-
-void CallbackDealloc(PyObject* self) {
-  PyTypeObject* tp = Py_TYPE(self);
-  PyObject_GC_UnTrack(self);
-  CallbackClear(self);
-  tp->tp_free(self);
-  Py_DECREF(tp);
 }
 
 PyObject* CallbackRepr(PyObject* self) {
@@ -1188,9 +1147,9 @@ void InitStepClock(py::module_& m) {
       {Py_tp_call, reinterpret_cast<void*>(OptStepCall)},
       {Py_tp_descr_get, reinterpret_cast<void*>(OptStepGet)},
       {Py_tp_methods, kOptStepMethods},
-      {Py_tp_dealloc, reinterpret_cast<void*>(OptStepDealloc)},
-      {Py_tp_traverse, reinterpret_cast<void*>(OptStepTraverse)},
-      {Py_tp_clear, reinterpret_cast<void*>(OptStepClear)},
+      {Py_tp_dealloc, reinterpret_cast<void*>(HelperDealloc<OptStep, &OptStep::orig>)},
+      {Py_tp_traverse, reinterpret_cast<void*>(HelperTraverse<OptStep, &OptStep::orig>)},
+      {Py_tp_clear, reinterpret_cast<void*>(HelperClear<OptStep, &OptStep::orig>)},
       {0, nullptr},
   };
   PyType_Spec opt_spec = {"trainscope._core.OptStep", sizeof(OptStep), 0,
@@ -1199,9 +1158,9 @@ void InitStepClock(py::module_& m) {
       {Py_tp_doc, const_cast<char*>("Timed data loader iterator of trainscope.Hook.")},
       {Py_tp_iter, reinterpret_cast<void*>(PyObject_SelfIter)},
       {Py_tp_iternext, reinterpret_cast<void*>(TimedIterNext)},
-      {Py_tp_dealloc, reinterpret_cast<void*>(TimedIterDealloc)},
-      {Py_tp_traverse, reinterpret_cast<void*>(TimedIterTraverse)},
-      {Py_tp_clear, reinterpret_cast<void*>(TimedIterClear)},
+      {Py_tp_dealloc, reinterpret_cast<void*>(HelperDealloc<TimedIter, &TimedIter::it>)},
+      {Py_tp_traverse, reinterpret_cast<void*>(HelperTraverse<TimedIter, &TimedIter::it>)},
+      {Py_tp_clear, reinterpret_cast<void*>(HelperClear<TimedIter, &TimedIter::it>)},
       {0, nullptr},
   };
   PyType_Spec iter_spec = {"trainscope._core.TimedIter", sizeof(TimedIter), 0,
@@ -1212,9 +1171,9 @@ void InitStepClock(py::module_& m) {
       {Py_tp_repr, reinterpret_cast<void*>(CallbackRepr)},
       {Py_tp_methods, kCallbackMethods},
       {Py_tp_members, kCallbackMembers},
-      {Py_tp_dealloc, reinterpret_cast<void*>(CallbackDealloc)},
-      {Py_tp_traverse, reinterpret_cast<void*>(CallbackTraverse)},
-      {Py_tp_clear, reinterpret_cast<void*>(CallbackClear)},
+      {Py_tp_dealloc, reinterpret_cast<void*>(HelperDealloc<Callback, &Callback::index>)},
+      {Py_tp_traverse, reinterpret_cast<void*>(HelperTraverse<Callback, &Callback::index>)},
+      {Py_tp_clear, reinterpret_cast<void*>(HelperClear<Callback, &Callback::index>)},
       {0, nullptr},
   };
   PyType_Spec callback_spec = {"trainscope._core.Callback", sizeof(Callback), 0,
