@@ -56,6 +56,8 @@ struct Strings {  // interned attribute and method names
   PyObject* dtype;
   PyObject* numel;
   PyObject* data_ptr;
+  PyObject* detach;
+  PyObject* slow_dev_losses;
   PyObject* fail;
   PyObject* slow_close_pre;
   PyObject* slow_close_post;
@@ -84,6 +86,8 @@ bool InitStrings() {
       {&S.dtype, "dtype"},
       {&S.numel, "numel"},
       {&S.data_ptr, "data_ptr"},
+      {&S.detach, "detach"},
+      {&S.slow_dev_losses, "_slow_dev_losses"},
       {&S.fail, "_fail"},
       {&S.slow_close_pre, "_slow_close_pre"},
       {&S.slow_close_post, "_slow_close_post"},
@@ -115,8 +119,9 @@ struct Clock {
   // torch.Tensor's own descriptors of is_cpu, dtype, numel, data_ptr, item: for a plain
   // torch.Tensor the loss is read without looking the names up through its large type dicts
   // (cache misses after backward)
-  PyObject* descr[5];
-  std::shared_ptr<PyWriter>* writer;       // null handle: nothing is recorded
+  PyObject* descr[6];
+  PyObject* dev_losses;               // [(loss index, detached device loss, step, mode, mode step)]
+  std::shared_ptr<PyWriter>* writer;  // null handle: nothing is recorded
   std::vector<PyWriter::Staged>* pending;  // this thread's step records and losses
   std::vector<std::string>* loss_names;    // "losses/<name>" by loss_hook index
   std::vector<char>* grad_seen;            // by parameter index, this save step
@@ -333,41 +338,48 @@ PyObject* ModelPost(PyObject* self, PyObject* const*, Py_ssize_t) {
   Py_RETURN_NONE;
 }
 
-// The value of a one-element CPU tensor: 1 (read), 0 (not a CPU scalar: the caller takes
-// the slow path), -1 (error set). Plain float32/float64 tensors are read in place, as numpy
-// would (data_ptr() of the live tensor; cheaper than .item()'s dispatch with cold caches);
-// other dtypes and tensor subclasses go through .item().
-int ReadCpuScalar(Clock* c, PyObject* t, double* value) {
-  const bool plain = Py_TYPE(t) == reinterpret_cast<PyTypeObject*>(c->tensor_type);
-  auto call = [c, t, plain](int which, bool method) -> PyObject* {
-    static PyObject* const* names[5] = {&S.is_cpu, &S.dtype, &S.numel, &S.data_ptr, &S.item};
-    PyObject* d = plain ? c->descr[which] : nullptr;
-    if (d == nullptr) {
-      return method ? PyObject_CallMethodNoArgs(t, *names[which])
-                    : PyObject_GetAttr(t, *names[which]);
-    }
-    if (method) return PyObject_Vectorcall(d, &t, 1, nullptr);
-    return Py_TYPE(d)->tp_descr_get(d, t, reinterpret_cast<PyObject*>(Py_TYPE(t)));
-  };
-  PyObject* cpu = call(0, false);
-  int on_cpu = cpu ? PyObject_IsTrue(cpu) : -1;
-  Py_XDECREF(cpu);
-  if (on_cpu <= 0) return on_cpu;
-  PyObject* n = call(2, true);
-  long long numel = n ? PyLong_AsLongLong(n) : -1;
-  Py_XDECREF(n);
-  if (numel == -1 && PyErr_Occurred()) return -1;
-  if (numel != 1) return 0;  // reduction="none": the slow path takes the mean
-  if (plain) {
-    PyObject* dt = call(1, false);
-    if (dt == nullptr) return -1;
+// Attributes and methods of a loss tensor. For a plain torch.Tensor they are called through
+// torch.Tensor's own descriptors (no name lookups through its large type dicts: cache misses
+// after backward); subclasses get the normal lookup.
+enum TensorAttrId { kIsCpu, kDtype, kNumel, kDataPtr, kItem, kDetach, kTensorAttrs };
+
+PyObject* TensorAttr(Clock* c, PyObject* t, int which) {
+  static PyObject* const* names[kTensorAttrs] = {&S.is_cpu,   &S.dtype, &S.numel,
+                                                 &S.data_ptr, &S.item,  &S.detach};
+  const bool method = which >= kNumel;
+  PyObject* d =
+      Py_TYPE(t) == reinterpret_cast<PyTypeObject*>(c->tensor_type) ? c->descr[which] : nullptr;
+  if (d == nullptr) {
+    return method ? PyObject_CallMethodNoArgs(t, *names[which])
+                  : PyObject_GetAttr(t, *names[which]);
+  }
+  if (method) return PyObject_Vectorcall(d, &t, 1, nullptr);
+  return Py_TYPE(d)->tp_descr_get(d, t, reinterpret_cast<PyObject*>(Py_TYPE(t)));
+}
+
+// -1 (error set) or the value of TensorAttr as an integer / truth value.
+long long TensorInt(Clock* c, PyObject* t, int which, bool truth) {
+  PyObject* v = TensorAttr(c, t, which);
+  if (v == nullptr) return -1;
+  long long out = truth ? PyObject_IsTrue(v) : PyLong_AsLongLong(v);
+  Py_DECREF(v);
+  return (out == -1 && PyErr_Occurred()) ? -1 : out;
+}
+
+// The value of a one-element CPU tensor. Plain float32/float64 tensors are read in place, as
+// numpy would (data_ptr() of the live tensor; cheaper than .item()'s dispatch with cold
+// caches); other dtypes and subclasses go through .item(). False: error set.
+bool ReadCpuScalar(Clock* c, PyObject* t, double* value) {
+  if (Py_TYPE(t) == reinterpret_cast<PyTypeObject*>(c->tensor_type)) {
+    PyObject* dt = TensorAttr(c, t, kDtype);
+    if (dt == nullptr) return false;
     const bool f32 = dt == c->float32, f64 = dt == c->float64;
     Py_DECREF(dt);
     if (f32 || f64) {
-      PyObject* p = call(3, true);
+      PyObject* p = TensorAttr(c, t, kDataPtr);
       uintptr_t addr = p ? static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(p)) : 0;
       Py_XDECREF(p);
-      if (PyErr_Occurred()) return -1;
+      if (PyErr_Occurred()) return false;
       if (addr != 0) {
         if (f32) {
           float v;
@@ -376,15 +388,15 @@ int ReadCpuScalar(Clock* c, PyObject* t, double* value) {
         } else {
           std::memcpy(value, reinterpret_cast<const void*>(addr), sizeof *value);
         }
-        return 1;
+        return true;
       }
     }
   }
-  PyObject* v = call(4, true);
-  if (v == nullptr) return -1;
+  PyObject* v = TensorAttr(c, t, kItem);
+  if (v == nullptr) return false;
   *value = PyFloat_AsDouble(v);
   Py_DECREF(v);
-  return (*value == -1.0 && PyErr_Occurred()) ? -1 : 1;
+  return !(*value == -1.0 && PyErr_Occurred());
 }
 
 // criterion.register_forward_hook(functools.partial(clock.loss, index)):
@@ -444,26 +456,45 @@ PyObject* Loss(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     if (!Absorb(c, "loss")) return nullptr;
     Py_RETURN_NONE;
   }
-  bool slow = c->loss_on_device;
-  if (!slow) {
+  // A one-element CPU tensor is read now; a one-element device tensor is kept (detached, no
+  // kernel, no sync) and handed to Hook._slow_dev_losses 16 at a time, which copies them to
+  // the host without waiting; anything else (several elements: the mean) takes the slow path.
+  const long long on_cpu = c->loss_on_device ? 0 : TensorInt(c, out, kIsCpu, true);
+  const long long numel = on_cpu < 0 ? -1 : TensorInt(c, out, kNumel, false);
+  if (numel < 0) {
+    if (!Absorb(c, "loss")) return nullptr;
+    Py_RETURN_NONE;
+  }
+  if (numel == 1 && on_cpu) {
     double value;
-    int got = ReadCpuScalar(c, out, &value);
-    if (got < 0) {
+    if (!ReadCpuScalar(c, out, &value)) {
       if (!Absorb(c, "loss")) return nullptr;
       Py_RETURN_NONE;
     }
-    if (got > 0) {
-      ScalarRecord r;
-      r.name = (*c->loss_names)[idx];
-      r.step = c->step;
-      r.mode = static_cast<Mode>(mode);
-      r.mode_step = ms;
-      r.value = value;
-      r.wall_us = WallUs();
-      c->pending->emplace_back(std::move(r));
+    ScalarRecord r;
+    r.name = (*c->loss_names)[idx];
+    r.step = c->step;
+    r.mode = static_cast<Mode>(mode);
+    r.mode_step = ms;
+    r.value = value;
+    r.wall_us = WallUs();
+    c->pending->emplace_back(std::move(r));
+    Py_RETURN_NONE;
+  }
+  if (numel == 1 && Py_TYPE(out) == reinterpret_cast<PyTypeObject*>(c->tensor_type)) {
+    PyObject* det = TensorAttr(c, out, kDetach);
+    PyObject* item = det ? Py_BuildValue("(OOLiL)", args[0], det, c->step, mode, ms) : nullptr;
+    Py_XDECREF(det);
+    if (item != nullptr && c->dev_losses == nullptr) c->dev_losses = PyList_New(0);
+    const bool ok =
+        item != nullptr && c->dev_losses != nullptr && PyList_Append(c->dev_losses, item) == 0;
+    Py_XDECREF(item);
+    if (!ok) {
+      if (!Absorb(c, "loss")) return nullptr;
       Py_RETURN_NONE;
     }
-    slow = true;  // on a device (summed there, copied in a batch) or not one element
+    if (PyList_GET_SIZE(c->dev_losses) >= 16 && !Slow(c, "loss", S.slow_dev_losses)) return nullptr;
+    Py_RETURN_NONE;
   }
   if (!Slow(c, "loss", S.slow_loss, args[0], out)) return nullptr;
   Py_RETURN_NONE;
@@ -529,6 +560,14 @@ PyObject* GradBegin(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   if (c->grads != nullptr && PyList_SetSlice(c->grads, 0, PY_SSIZE_T_MAX, nullptr) < 0)
     return nullptr;
   Py_RETURN_NONE;
+}
+
+// take_dev_losses() -> [(loss index, detached loss, step, mode, mode step)] kept so far
+PyObject* TakeDevLosses(PyObject* self, PyObject*) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  PyObject* out = c->dev_losses != nullptr ? c->dev_losses : PyList_New(0);
+  c->dev_losses = nullptr;
+  return out;
 }
 
 // take_grads() -> [(index, grad)] received since the last call
@@ -636,8 +675,8 @@ PyObject* SetTorch(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Clock* c = reinterpret_cast<Clock*>(self);
   if (nargs != 3 || !PyType_Check(args[0]))
     return PyErr_Format(PyExc_TypeError, "set_torch(torch.Tensor, torch.float32, torch.float64)");
-  PyObject* names[5] = {S.is_cpu, S.dtype, S.numel, S.data_ptr, S.item};
-  for (int i = 0; i < 5; ++i) {
+  PyObject* names[6] = {S.is_cpu, S.dtype, S.numel, S.data_ptr, S.item, S.detach};
+  for (int i = 0; i < 6; ++i) {
     // a descriptor found on the type (getset for attributes, method_descriptor for methods);
     // anything else (a Python override) leaves the slot empty and the normal lookup in use
     PyObject* d = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(args[0]), names[i]);
@@ -1028,6 +1067,7 @@ int ClockTraverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(c->float32);
   Py_VISIT(c->float64);
   for (PyObject* d : c->descr) Py_VISIT(d);
+  Py_VISIT(c->dev_losses);
   Py_VISIT(c->grads);
   return 0;
 }
@@ -1040,6 +1080,7 @@ int ClockClear(PyObject* self) {
   Py_CLEAR(c->float32);
   Py_CLEAR(c->float64);
   for (PyObject*& d : c->descr) Py_CLEAR(d);
+  Py_CLEAR(c->dev_losses);
   Py_CLEAR(c->grads);
   return 0;
 }
@@ -1106,6 +1147,8 @@ PyMethodDef kClockMethods[] = {
     TS_FAST("grad", Grad, "grad(index, grad): a parameter's gradient hook on save steps"),
     TS_FAST("grad_begin", GradBegin, "grad_begin(pending, parameters)"),
     {"take_grads", TakeGrads, METH_NOARGS, "take_grads() -> [(index, grad)]"},
+    {"take_dev_losses", TakeDevLosses, METH_NOARGS,
+     "take_dev_losses() -> [(loss index, detached loss, step, mode, mode step)]"},
     TS_FAST("open_step", OpenStepPy, "open_step(now_us)"),
     TS_FAST("close_step", CloseStepPy, "close_step(now_us)"),
     TS_FAST("advance", AdvancePy, "advance(quiet=False): next step; quiet skips callbacks"),

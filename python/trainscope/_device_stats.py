@@ -95,7 +95,11 @@ class PendingTable:
             if rows:
                 parts.append(torch.stack(rows))
             if scalars:
-                sc = torch.stack([v.reshape(()) for v in scalars]).reshape(-1, 1)
+                vals = [v.reshape(()) for v in scalars]  # as the training computed them
+                if len({v.dtype for v in vals}) == 1:
+                    sc = torch.stack(vals).to(torch.float64).reshape(-1, 1)  # two kernels
+                else:
+                    sc = torch.stack([v.to(torch.float64) for v in vals]).reshape(-1, 1)
                 width = parts[0].shape[1] if parts else 13
                 pad = torch.zeros((sc.shape[0], width - 1), dtype=torch.float64,
                                   device=sc.device)

@@ -768,13 +768,21 @@ class Hook:
             out = output.detach()
             if out.numel() != 1:
                 out = out.float().mean()
-            import torch
-            self._device_scalars.append((name, out.reshape(()).to(torch.float64),
-                                         self.step_count, mode, ms))
+            self._device_scalars.append((name, out.reshape(()), self.step_count, mode, ms))
             self._clock.dev_scalars = True
         else:
             v = float(output.detach().float().mean())
             self._clock.pend_scalar(name, self.step_count, int(mode), ms, v, _now_us())
+
+    def _slow_dev_losses(self) -> None:
+        """The clock kept 16 one-element device losses: start their copy to the host."""
+        self._flush_device_scalars()
+
+    def _take_dev_losses(self) -> None:
+        """Moves the device losses the clock kept (detached, not yet copied) to
+        _device_scalars."""
+        for index, value, step, mode, ms in self._clock.take_dev_losses():
+            self._device_scalars.append((self._loss_names[index], value, step, MODES[mode], ms))
 
     def _slow_opt_flush(self) -> None:
         if self._plan is not None:
@@ -1136,6 +1144,7 @@ class Hook:
             del batch
         if device and b is not None and len(b):
             try:
+                self._take_dev_losses()
                 scalars, self._device_scalars = self._device_scalars, []
                 pending = b.copy_with_scalars([v for _, v, _, _, _ in scalars])
                 self._host_copies.append((pending, functools.partial(
@@ -1190,6 +1199,7 @@ class Hook:
 
     def _flush_device_scalars(self) -> None:
         """Starts the copy of the queued device losses (one per device, not waiting)."""
+        self._take_dev_losses()
         if not self._device_scalars:
             return
         pending, self._device_scalars = self._device_scalars, []
