@@ -291,3 +291,19 @@ def test_device_copies_are_written_when_they_land_and_at_flush(run_dir, tiny, mo
     steps, _ = run.scalar("losses/loss")
     assert list(steps) == list(range(12))
     assert not hook.errors
+
+
+def test_device_losses_cost_no_python_per_step(run_dir, tiny):
+    """One-element device losses (forced on CPU) are kept by the clock and reach Python 16
+    at a time; every value is recorded, in step order, at the step it was computed."""
+    hook, model, opt, crit, batches = _hooked(run_dir, tiny, device_stats="torch",
+                                              save_interval=1000)
+    seen = train(hook, model, opt, crit, batches[:4])
+    clock = hook._clock
+    before = clock.slow_calls
+    seen += train(hook, model, opt, crit, batches[4:36])
+    assert clock.slow_calls - before <= 2 + 2  # 32 losses: two batches of 16, + stop checks
+    hook.close()
+    steps, values = ts.open_run(run_dir).scalar("losses/loss")
+    assert list(steps) == list(range(36))
+    np.testing.assert_allclose(values, seen, rtol=1e-6)
