@@ -831,11 +831,13 @@ void HelperDealloc(PyObject* self) {
 // Bound to the optimizer with types.MethodType (so LR schedulers, which rebind
 // optimizer.step through __func__.__get__, keep working): (optimizer, *args, **kwargs).
 struct OptStep {
-  PyObject_HEAD Clock* clock;
+  PyObject_HEAD vectorcallfunc vectorcall;
+  Clock* clock;
   PyObject* orig;  // the optimizer's bound step method
 };
 
-PyObject* OptStepCall(PyObject* self, PyObject* args, PyObject* kwargs) {
+// (optimizer, *args, **kwargs) through vectorcall: no argument tuples to build.
+PyObject* OptStepCall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   OptStep* o = reinterpret_cast<OptStep*>(self);
   Clock* c = o->clock;
   int64_t t0 = MonoNs();
@@ -844,11 +846,9 @@ PyObject* OptStepCall(PyObject* self, PyObject* args, PyObject* kwargs) {
     if (c->bwd_start_ns && c->bwd_ns < 0) c->bwd_ns = t0 - c->bwd_start_ns;
     if (c->plan_active && !Slow(c, "optimizer", S.slow_opt_flush)) return nullptr;
   }
-  Py_ssize_t n = PyTuple_GET_SIZE(args);
-  PyObject* rest = PyTuple_GetSlice(args, n > 0 ? 1 : 0, n);  // drop the bound optimizer
-  if (rest == nullptr) return nullptr;
-  PyObject* r = PyObject_Call(o->orig, rest, kwargs);
-  Py_DECREF(rest);
+  const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  const Py_ssize_t skip = n > 0 ? 1 : 0;  // the bound optimizer: orig is bound already
+  PyObject* r = PyObject_Vectorcall(o->orig, args + skip, static_cast<size_t>(n - skip), kwnames);
   c->opt_ns = MonoNs() - t0;
   return r;
 }
@@ -879,11 +879,18 @@ PyMethodDef kOptStepMethods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
+PyMemberDef kOptStepMembers[] = {
+    {const_cast<char*>("__vectorcalloffset__"), T_PYSSIZET, offsetof(OptStep, vectorcall), READONLY,
+     nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
 PyObject* WrapOptStep(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 1 || !PyCallable_Check(args[0]))
     return PyErr_Format(PyExc_TypeError, "opt_step(bound optimizer.step)");
   OptStep* o = PyObject_GC_New(OptStep, OptStepType);
   if (o == nullptr) return nullptr;
+  o->vectorcall = OptStepCall;
   Py_INCREF(self);
   o->clock = reinterpret_cast<Clock*>(self);
   Py_INCREF(args[0]);
@@ -1187,7 +1194,8 @@ void InitStepClock(py::module_& m) {
                             Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, clock_slots};
   PyType_Slot opt_slots[] = {
       {Py_tp_doc, const_cast<char*>("optimizer.step wrapper of trainscope.Hook (private).")},
-      {Py_tp_call, reinterpret_cast<void*>(OptStepCall)},
+      {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+      {Py_tp_members, kOptStepMembers},
       {Py_tp_descr_get, reinterpret_cast<void*>(OptStepGet)},
       {Py_tp_methods, kOptStepMethods},
       {Py_tp_dealloc, reinterpret_cast<void*>(HelperDealloc<OptStep, &OptStep::orig>)},
@@ -1196,7 +1204,8 @@ void InitStepClock(py::module_& m) {
       {0, nullptr},
   };
   PyType_Spec opt_spec = {"trainscope._core.OptStep", sizeof(OptStep), 0,
-                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, opt_slots};
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+                          opt_slots};
   PyType_Slot iter_slots[] = {
       {Py_tp_doc, const_cast<char*>("Timed data loader iterator of trainscope.Hook.")},
       {Py_tp_iter, reinterpret_cast<void*>(PyObject_SelfIter)},
