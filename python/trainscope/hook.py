@@ -411,6 +411,7 @@ class Hook:
             self._committer = threading.Thread(target=self._commit_loop,
                                                name="trainscope-commit", daemon=True)
             self._committer.start()
+            self._self_poll = self._clock.stop_check_ns < self._commit_interval_ns
         except Exception as e:
             self._fail("committer", e)
             self._writer.staging = False
@@ -580,12 +581,13 @@ class Hook:
         ask every step: the committer thread polls for stops (every 100 ms; 20 ms with rules),
         this only polls itself when that thread is not running or stops are to be checked
         more often (stop_check_interval_ms)."""
-        if self._stop_reason is None:
-            c = self._committer
-            if (c is None or not c.is_alive()
-                    or self._clock.stop_check_ns < self._commit_interval_ns):
-                self._poll_stop()
+        if self._stop_reason is None and self._self_poll:
+            self._poll_stop()
         return self._stop_reason is not None
+
+    # should_stop polls by itself: no committer thread polls (none started, or it ended), or
+    # stops are to be checked more often than it polls
+    _self_poll = True
 
     @property
     def stop_reason(self) -> Optional[str]:
@@ -1180,12 +1182,15 @@ class Hook:
     def _commit_loop(self) -> None:
         w = self._writer
         interval = self._commit_interval_ns / 1e9
-        while not self._committer_stop.wait(interval):
-            try:
-                w.commit()  # releases the GIL
-            except Exception:
-                return
-            self._poll_stop()  # a rule's stop action, `trainscope stop`, the dashboard
+        try:
+            while not self._committer_stop.wait(interval):
+                try:
+                    w.commit()  # releases the GIL
+                except Exception:
+                    return
+                self._poll_stop()  # a rule's stop action, `trainscope stop`, the dashboard
+        finally:
+            self._self_poll = True
 
     def _commit(self) -> None:
         """Hands everything recorded so far to the writer thread (one wake-up)."""
