@@ -1,5 +1,6 @@
 """Shared fixtures for the trainscope Python tests. Trainings are tiny (CPU, 1 thread)."""
 import os
+import pathlib
 import sys
 
 import pytest
@@ -49,10 +50,26 @@ def train(hook, model, opt, crit, batches, steps=None, explicit_step=False):
     return losses
 
 
+def cli_path() -> str:
+    """Path of the trainscope CLI binary (TRAINSCOPE_BIN), or skip the test."""
+    path = os.environ.get("TRAINSCOPE_BIN")
+    if not path or not os.path.exists(path):
+        pytest.skip("TRAINSCOPE_BIN is not set to the trainscope CLI")
+    return path
+
+
+def live_writer_path() -> str:
+    """Path of the live_writer test tool (built next to the CLI), or skip the test."""
+    cli = pathlib.Path(cli_path()).resolve()
+    for cand in [os.environ.get("TRAINSCOPE_LIVE_WRITER", ""),
+                 cli.parent.parent.parent / "tests" / "tools" / "live_writer",
+                 cli.parent / "tests" / "tools" / "live_writer"]:
+        if cand and os.path.exists(cand):
+            return str(cand)
+    pytest.skip("live_writer test tool not built")
+
+
 @pytest.fixture
 def cli():
     """Path of the trainscope CLI binary (TRAINSCOPE_BIN), or skip."""
-    path = os.environ.get("TRAINSCOPE_BIN")
-    if not path or not os.path.exists(path):
-        pytest.skip("TRAINSCOPE_BIN not set")
-    return path
+    return cli_path()

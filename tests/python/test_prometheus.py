@@ -8,7 +8,6 @@ and `trainscope run --metrics-port` when that command exists.
 """
 import json
 import os
-import pathlib
 import shutil
 import socket
 import subprocess
@@ -18,22 +17,7 @@ import urllib.request
 
 import pytest
 
-
-def _bin():
-    path = os.environ.get("TRAINSCOPE_BIN")
-    if not path or not os.path.exists(path):
-        pytest.skip("TRAINSCOPE_BIN is not set to the trainscope CLI")
-    return path
-
-
-def _live_writer():
-    cli = pathlib.Path(_bin()).resolve()
-    for cand in [os.environ.get("TRAINSCOPE_LIVE_WRITER", ""),
-                 cli.parent.parent.parent / "tests" / "tools" / "live_writer",
-                 cli.parent / "tests" / "tools" / "live_writer"]:
-        if cand and os.path.exists(cand):
-            return str(cand)
-    pytest.skip("live_writer test tool not built")
+from conftest import cli_path as _bin, live_writer_path as _live_writer
 
 
 def free_port():

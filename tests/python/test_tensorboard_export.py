@@ -6,7 +6,6 @@ both masked CRC-32C values (crc32c implemented below from the Castagnoli polynom
 Event is decoded by `protoc --decode=tensorboard.Event` against testdata/tensorboard/event.proto.
 Histogram buckets must equal NumPy's np.histogram of the same values.
 """
-import os
 import pathlib
 import re
 import shutil
@@ -16,25 +15,10 @@ import subprocess
 import numpy as np
 import pytest
 
+from conftest import cli_path as _bin, live_writer_path as _live_writer
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "testdata" / "tensorboard"
-
-
-def _bin():
-    path = os.environ.get("TRAINSCOPE_BIN")
-    if not path or not os.path.exists(path):
-        pytest.skip("TRAINSCOPE_BIN is not set to the trainscope CLI")
-    return path
-
-
-def _live_writer():
-    cli = pathlib.Path(_bin()).resolve()
-    for cand in [os.environ.get("TRAINSCOPE_LIVE_WRITER", ""),
-                 cli.parent.parent.parent / "tests" / "tools" / "live_writer",
-                 cli.parent / "tests" / "tools" / "live_writer"]:
-        if cand and os.path.exists(cand):
-            return str(cand)
-    pytest.skip("live_writer test tool not built")
 
 
 # ---- CRC-32C (Castagnoli), reflected polynomial 0x82F63B78 --------------------------------------

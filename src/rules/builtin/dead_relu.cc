@@ -22,19 +22,16 @@ class DeadRelu : public Rule {
     double worst = -1;
     for (const auto& name : d.raw) {
       if (!sel_.Matches(name)) continue;
-      std::vector<double> v;
-      std::vector<int64_t> shape;
-      if (!FetchValues(ctx, d.stream, name, d.step, d.mode, &v, &shape)) continue;
-      auto activity = UnitActivity(v, shape, [](double x) { return x != 0 && !std::isnan(x); });
-      if (activity.empty()) continue;
+      InactiveUnits dead;
+      if (!CountInactiveUnits(
+              ctx, d, name, inactivity_, [](double x) { return x != 0 && !std::isnan(x); }, &dead))
+        continue;
       any = true;
-      size_t dead = 0;
-      for (double a : activity) dead += a < inactivity_;
-      double frac = static_cast<double>(dead) / static_cast<double>(activity.size());
+      const double frac = dead.Fraction();
       if (frac > worst) worst = frac;
       if (frac > layer_) {
         e.tensors.push_back(name);
-        e.message = Fmt(frac * 100) + "% of the " + std::to_string(activity.size()) + " units of " +
+        e.message = Fmt(frac * 100) + "% of the " + std::to_string(dead.units) + " units of " +
                     name + " are dead (active in < " + Fmt(inactivity_ * 100) + "% of samples)";
       }
     }

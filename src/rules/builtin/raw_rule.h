@@ -52,4 +52,27 @@ inline std::vector<double> UnitActivity(const std::vector<double>& v,
   return out;
 }
 
+// How many of a raw tensor's units are active in fewer than `inactivity` (a fraction) of the
+// samples, by `active(value)`: the measure of dead_relu and saturated_activation. False when
+// the tensor cannot be read (reported by FetchValues) or has no units.
+struct InactiveUnits {
+  size_t units = 0;
+  size_t inactive = 0;
+  double Fraction() const { return static_cast<double>(inactive) / static_cast<double>(units); }
+};
+
+inline bool CountInactiveUnits(RuleContext& ctx, const StepData& d, const std::string& name,
+                               double inactivity, const std::function<bool(double)>& active,
+                               InactiveUnits* out) {
+  std::vector<double> v;
+  std::vector<int64_t> shape;
+  if (!FetchValues(ctx, d.stream, name, d.step, d.mode, &v, &shape)) return false;
+  auto activity = UnitActivity(v, shape, active);
+  if (activity.empty()) return false;
+  out->units = activity.size();
+  out->inactive = 0;
+  for (double a : activity) out->inactive += a < inactivity;
+  return true;
+}
+
 }  // namespace trainscope::rules

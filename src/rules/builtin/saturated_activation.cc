@@ -41,19 +41,17 @@ class SaturatedActivation : public Rule {
         ctx.Warn(name + ": neither 'tanh' nor 'sigmoid' in the name; cannot pick bounds");
         continue;
       }
-      std::vector<double> v;
-      std::vector<int64_t> shape;
-      if (!FetchValues(ctx, d.stream, name, d.step, d.mode, &v, &shape)) continue;
-      auto activity = UnitActivity(v, shape, [lo, hi](double x) { return x > lo && x < hi; });
-      if (activity.empty()) continue;
+      InactiveUnits saturated;
+      if (!CountInactiveUnits(
+              ctx, d, name, inactivity_, [lo, hi](double x) { return x > lo && x < hi; },
+              &saturated))
+        continue;
       any = true;
-      size_t saturated = 0;
-      for (double a : activity) saturated += a < inactivity_;
-      double frac = static_cast<double>(saturated) / static_cast<double>(activity.size());
+      const double frac = saturated.Fraction();
       worst = std::max(worst, frac);
       if (frac > layer_) {
         e.tensors.push_back(name);
-        e.message = Fmt(frac * 100) + "% of the " + std::to_string(activity.size()) + " nodes of " +
+        e.message = Fmt(frac * 100) + "% of the " + std::to_string(saturated.units) + " nodes of " +
                     name + " are saturated (input outside (" + Fmt(lo) + ", " + Fmt(hi) +
                     ") in > " + Fmt(100 - inactivity_ * 100) + "% of samples)";
       }
