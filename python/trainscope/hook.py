@@ -359,12 +359,18 @@ class Hook:
         self._loss_coll = next((c for c in self.collections if c.name == "losses"), None)
         self._scalar_coll = next((c for c in self.collections if c.name == "scalars"), None)
         self._targets: Dict[str, dict] = {}
-        self._next_save.update({m: self._compute_next_save(m, 0) for m in MODES})
-        self._loss_next.update({m: (NEVER if self._loss_coll is None else
-                                    self._loss_coll.next_save(m, 0, self.save_interval))
-                                for m in MODES})
+        self._reset_save_schedule()
         self._plan_cache.clear()
         self._active_memo = None
+
+    def _reset_save_schedule(self) -> None:
+        """The next tensor and loss save step of each mode from its current mode step (the
+        clock follows a regular loss schedule on from there by itself)."""
+        c = self._loss_coll
+        for m in MODES:
+            ms = self._mode_steps[m]
+            self._next_save[m] = self._compute_next_save(m, ms)
+            self._loss_next[m] = NEVER if c is None else c.next_save(m, ms, self.save_interval)
 
     def config(self) -> dict:
         """The hook's configuration (written into run.json)."""
@@ -408,11 +414,15 @@ class Hook:
             self._clock.stop_check_ns = min(self._clock.stop_check_ns,
                                             _RULES_LATENCY_MS * 1_000_000)
         try:
+            self._commit_interval_s = (_RULES_LATENCY_MS if (self._builtin_rules or
+                                                             self._custom_rules) else 100) / 1000
+            self._poll_often = self._clock.stop_check_ns < self._commit_interval_s * 1e9
             self._committer = threading.Thread(target=self._commit_loop,
                                                name="trainscope-commit", daemon=True)
+            self._committing = True
             self._committer.start()
-            self._self_poll = self._clock.stop_check_ns < self._commit_interval_ns
         except Exception as e:
+            self._committing = False
             self._fail("committer", e)
             self._writer.staging = False
         if self._builtin_rules:
@@ -581,13 +591,12 @@ class Hook:
         ask every step: the committer thread polls for stops (every 100 ms; 20 ms with rules),
         this only polls itself when that thread is not running or stops are to be checked
         more often (stop_check_interval_ms)."""
-        if self._stop_reason is None and self._self_poll:
+        if self._stop_reason is None and (self._poll_often or not self._committing):
             self._poll_stop()
         return self._stop_reason is not None
 
-    # should_stop polls by itself: no committer thread polls (none started, or it ended), or
-    # stops are to be checked more often than it polls
-    _self_poll = True
+    _committing = False   # the committer thread runs: it commits and polls for stops
+    _poll_often = False   # stop_check_interval_ms is below its period: poll here too
 
     @property
     def stop_reason(self) -> Optional[str]:
@@ -725,16 +734,15 @@ class Hook:
 
     def _slow_stop_check(self) -> None:
         """Every stop_check_interval_ms at a step start: hands the step records over to the
-        core. The committer thread commits them and polls for stops at the same cadence; only
-        without it does the training thread do that too."""
+        core. The committer thread commits them and polls for stops at its own cadence; without
+        it, or when stops are to be checked more often, the training thread does that too."""
         if self._host_copies:
             self._drain_host_copies()
-        if self._committer is not None:
+        if self._committing:
             self._flush_pending()
-            if self._clock.stop_check_ns < self._commit_interval_ns:
-                self._poll_stop()  # asked for more often than the committer polls
         else:
             self._commit()
+        if self._poll_often or not self._committing:
             self._poll_stop()
 
     def _slow_profile_start(self) -> None:
@@ -791,18 +799,6 @@ class Hook:
             self._slow_grads()
             self._flush_batches(device=False)
 
-    _torch_tensor = None
-
-    def _tensor_type(self):
-        t = Hook._torch_tensor
-        if t is None:
-            import torch
-            t = Hook._torch_tensor = torch.Tensor
-        return t
-
-    def _mark_backward_end(self, t_ns: int) -> None:
-        self._clock.mark_backward_end(t_ns)
-
     def _slow_grads(self) -> None:
         """Queues the gradients the clock kept (its hooks fire on save steps) and writes the
         CPU summaries: when the last hooked gradient arrived, at backward end, at
@@ -836,7 +832,7 @@ class Hook:
     def _on_backward_end(self) -> None:
         try:
             if not self._optimizers:  # else backward ends where optimizer.step() starts
-                self._mark_backward_end(time.perf_counter_ns())
+                self._clock.mark_backward_end(time.perf_counter_ns())
             self._slow_grads()
             self._flush_batches(device=False)
         except Exception as e:
@@ -1157,10 +1153,8 @@ class Hook:
             self._drain_host_copies()
 
     def _write_table(self, names, step, mode, ms, dtypes, shapes, scalars, result) -> None:
-        table, values = result
-        self._writer.add_summary_table(names, step, mode, ms, dtypes, shapes, table)
-        for (name, _, sstep, smode, sms), v in zip(scalars, values):
-            self._write_scalar(name, v, sstep, smode, sms)
+        self._writer.add_summary_table(names, step, mode, ms, dtypes, shapes, result[0])
+        self._write_device_scalars(scalars, result)
 
     def _drain_host_copies(self, wait: bool = False) -> None:
         """Writes the device copies that have landed (all of them with wait=True), oldest
@@ -1174,23 +1168,17 @@ class Hook:
             except Exception as e:
                 self._fail("device copy", e)
 
-    @property
-    def _commit_interval_ns(self) -> int:
-        ms = _RULES_LATENCY_MS if (self._builtin_rules or self._custom_rules) else 100
-        return ms * 1_000_000
-
     def _commit_loop(self) -> None:
         w = self._writer
-        interval = self._commit_interval_ns / 1e9
         try:
-            while not self._committer_stop.wait(interval):
+            while not self._committer_stop.wait(self._commit_interval_s):
                 try:
                     w.commit()  # releases the GIL
                 except Exception:
                     return
                 self._poll_stop()  # a rule's stop action, `trainscope stop`, the dashboard
         finally:
-            self._self_poll = True
+            self._committing = False  # the training thread commits and polls from now on
 
     def _commit(self) -> None:
         """Hands everything recorded so far to the writer thread (one wake-up)."""
@@ -1457,12 +1445,7 @@ class Hook:
         self.step_count = int(state.get("step_count", 0))
         for m, s in (state.get("mode_steps") or {}).items():
             self._mode_steps[Mode(int(m))] = int(s)
-        self._next_save.update({m: self._compute_next_save(m, self._mode_steps.get(m, 0))
-                                for m in MODES})
-        c = self._loss_coll
-        self._loss_next.update({m: (NEVER if c is None else
-                                    c.next_save(m, self._mode_steps.get(m, 0), self.save_interval))
-                                for m in MODES})
+        self._reset_save_schedule()
         self._plan = None
 
     def _advance_quiet(self) -> None:
