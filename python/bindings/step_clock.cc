@@ -402,6 +402,20 @@ bool ReadCpuScalar(Clock* c, PyObject* t, double* value) {
   return !(*value == -1.0 && PyErr_Occurred());
 }
 
+// Appends `item` (a new reference, consumed; NULL after a failed build) to the list in *slot,
+// made on first use: the gradients and device losses the clock keeps for Python. False: a
+// Python error is set.
+bool Keep(PyObject** slot, PyObject* item) {
+  if (item == nullptr) return false;
+  if (*slot == nullptr && (*slot = PyList_New(0)) == nullptr) {
+    Py_DECREF(item);
+    return false;
+  }
+  const int rc = PyList_Append(*slot, item);
+  Py_DECREF(item);
+  return rc == 0;
+}
+
 // The criterion's forward hook (kLoss, or the wrapper of a loss function):
 // loss(index, module, inputs, output). Records losses/<name> on the steps the losses
 // collection saves.
@@ -488,11 +502,7 @@ PyObject* Loss(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     PyObject* det = TensorAttr(c, out, kDetach);
     PyObject* item = det ? Py_BuildValue("(OOLiL)", args[0], det, c->step, mode, ms) : nullptr;
     Py_XDECREF(det);
-    if (item != nullptr && c->dev_losses == nullptr) c->dev_losses = PyList_New(0);
-    const bool ok =
-        item != nullptr && c->dev_losses != nullptr && PyList_Append(c->dev_losses, item) == 0;
-    Py_XDECREF(item);
-    if (!ok) {
+    if (!Keep(&c->dev_losses, item)) {
       if (!Absorb(c, "loss")) return nullptr;
       Py_RETURN_NONE;
     }
@@ -537,16 +547,12 @@ PyObject* Grad(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   char& seen = (*c->grad_seen)[static_cast<size_t>(idx)];
   if (seen) Py_RETURN_NONE;  // a second backward in the same step
   seen = 1;
-  if (c->grads == nullptr && (c->grads = PyList_New(0)) == nullptr) return nullptr;
-  if (PyList_GET_SIZE(c->grads) == 0 && !Slow(c, "backward callback", S.queue_backward_end))
-    return nullptr;
-  PyObject* item = PyTuple_Pack(2, args[0], args[1]);
-  if (item == nullptr || PyList_Append(c->grads, item) < 0) {
-    Py_XDECREF(item);
+  const bool first = c->grads == nullptr || PyList_GET_SIZE(c->grads) == 0;
+  if (first && !Slow(c, "backward callback", S.queue_backward_end)) return nullptr;
+  if (!Keep(&c->grads, PyTuple_Pack(2, args[0], args[1]))) {
     if (!Absorb(c, "gradients")) return nullptr;
     Py_RETURN_NONE;
   }
-  Py_DECREF(item);
   if (--c->grad_pending <= 0 && !Slow(c, "gradients", S.slow_grads)) return nullptr;
   Py_RETURN_NONE;
 }
@@ -565,35 +571,30 @@ PyObject* GradBegin(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
+// The list the clock kept in *slot (a new empty one if none), which it gives up.
+PyObject* TakeList(PyObject** slot) {
+  PyObject* out = *slot != nullptr ? *slot : PyList_New(0);
+  *slot = nullptr;
+  return out;
+}
+
 // take_dev_losses() -> [(loss index, detached loss, step, mode, mode step)] kept so far
 PyObject* TakeDevLosses(PyObject* self, PyObject*) {
-  Clock* c = reinterpret_cast<Clock*>(self);
-  PyObject* out = c->dev_losses != nullptr ? c->dev_losses : PyList_New(0);
-  c->dev_losses = nullptr;
-  return out;
+  return TakeList(&reinterpret_cast<Clock*>(self)->dev_losses);
 }
 
 // take_grads() -> [(index, grad)] received since the last call
 PyObject* TakeGrads(PyObject* self, PyObject*) {
-  Clock* c = reinterpret_cast<Clock*>(self);
-  PyObject* out = c->grads != nullptr ? c->grads : PyList_New(0);
-  c->grads = nullptr;
-  return out;
+  return TakeList(&reinterpret_cast<Clock*>(self)->grads);
 }
 
-PyObject* OpenStepPy(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+// open_step(now_us) / close_step(now_us) from Python (set_mode, step(), close, ...)
+template <bool (*Fn)(Clock*, int64_t, const char*)>
+PyObject* StepAtPy(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   long long now;
   if (nargs != 1 || !ArgInt(args[0], &now))
-    return PyErr_Occurred() ? nullptr : PyErr_Format(PyExc_TypeError, "open_step(now_us)");
-  if (!OpenStep(reinterpret_cast<Clock*>(self), now, "step")) return nullptr;
-  Py_RETURN_NONE;
-}
-
-PyObject* CloseStepPy(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  long long now;
-  if (nargs != 1 || !ArgInt(args[0], &now))
-    return PyErr_Occurred() ? nullptr : PyErr_Format(PyExc_TypeError, "close_step(now_us)");
-  if (!CloseStep(reinterpret_cast<Clock*>(self), now, "step")) return nullptr;
+    return PyErr_Occurred() ? nullptr : PyErr_Format(PyExc_TypeError, "expected (now_us)");
+  if (!Fn(reinterpret_cast<Clock*>(self), now, "step")) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -1159,8 +1160,8 @@ PyMethodDef kClockMethods[] = {
     {"take_grads", TakeGrads, METH_NOARGS, "take_grads() -> [(index, grad)]"},
     {"take_dev_losses", TakeDevLosses, METH_NOARGS,
      "take_dev_losses() -> [(loss index, detached loss, step, mode, mode step)]"},
-    TS_FAST("open_step", OpenStepPy, "open_step(now_us)"),
-    TS_FAST("close_step", CloseStepPy, "close_step(now_us)"),
+    TS_FAST("open_step", StepAtPy<OpenStep>, "open_step(now_us)"),
+    TS_FAST("close_step", StepAtPy<CloseStep>, "close_step(now_us)"),
     TS_FAST("advance", AdvancePy, "advance(quiet=False): next step; quiet skips callbacks"),
     TS_FAST("mark_backward_end", MarkBackwardEnd, "mark_backward_end(perf_counter_ns)"),
     TS_FAST("get", GetPy, "get(kind, mode): 0 mode steps, 1 next save, 2 next loss save"),
