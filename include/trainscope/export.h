@@ -1,6 +1,7 @@
 // trainscope/export.h — converts a run directory into the formats other tools read
 // (docs/export.md):
-//   TensorBoard event files (scalars as simple_value, histograms of tensor summaries),
+//   TensorBoard event files (scalars as simple_value; every tensor summary as one scalar per
+//   statistic and, when it holds buckets, a histogram),
 //   Chrome trace JSON (step timeline + the profiled window; opens in Perfetto / chrome://tracing),
 //   CSV (scalars, summaries, system samples, steps).
 //
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "trainscope/status.h"
+#include "trainscope/types.h"
 
 namespace trainscope {
 
@@ -25,6 +27,9 @@ struct TensorBoardExportOptions {
 
 // Writes OUT_DIR/<stream>/events.out.tfevents.<secs>.<host>.<pid>.<n>, one file per worker
 // stream (and per monitor stream with system samples). Returns the files written.
+// Tags (docs/export.md): scalars under their name, tensor summaries as `<tensor>/<reduction>`
+// for every TensorStats::ReductionNames() entry plus a histogram `<tensor>`; modes other than
+// TRAIN prefixed with the lower-case mode ("eval/...").
 Result<std::vector<std::string>> ExportTensorBoard(const std::string& run_dir,
                                                    const std::string& out_dir,
                                                    const TensorBoardExportOptions& options = {});
@@ -50,6 +55,16 @@ struct Histo {
   std::vector<double> bucket;
 };
 std::string HistogramEvent(double wall_time, int64_t step, const std::string& tag, const Histo& h);
+// The HistogramProto of a summary's histogram (empty buckets when it has none): min/max the
+// finite min/max, num the bucketed values, sum = mean × finite count, sum_squares = l2²,
+// bucket_limit[i] = lo + (i+1)·(hi−lo)/n (the last exactly hi).
+Histo HistoFromStats(const TensorStats& s);
+// One Event holding a tensor summary: the histogram `tag` first when the stats have one, then
+// one simple_value `tag/<reduction>` per TensorStats::ReductionNames() entry, in that order.
+std::string TensorSummaryEvent(double wall_time, int64_t step, const std::string& tag,
+                               const TensorStats& s);
+// The float32 TensorBoard stores for a double: rounded to nearest, ±inf beyond float's range.
+float ToFloat(double v);
 }  // namespace tfevents
 
 }  // namespace trainscope

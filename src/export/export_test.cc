@@ -6,8 +6,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "export/protobuf.h"
@@ -60,6 +62,145 @@ std::vector<std::string> Records(const std::string& file) {
   return out;
 }
 
+// A protobuf wire-format reader for checking what the encoder wrote: the fields of one message,
+// in order (varint and fixed values in `num`, length-delimited ones in `bytes`).
+struct Field {
+  uint32_t number = 0;
+  uint32_t wire = 0;
+  uint64_t num = 0;
+  std::string bytes;
+};
+
+uint64_t ReadVarint(const std::string& m, size_t* off) {
+  uint64_t v = 0;
+  for (int shift = 0; *off < m.size(); shift += 7) {
+    const auto b = static_cast<unsigned char>(m[(*off)++]);
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) break;
+  }
+  return v;
+}
+
+std::vector<Field> Fields(const std::string& m) {
+  std::vector<Field> out;
+  size_t off = 0;
+  while (off < m.size()) {
+    Field f;
+    const uint64_t key = ReadVarint(m, &off);
+    f.number = static_cast<uint32_t>(key >> 3);
+    f.wire = static_cast<uint32_t>(key & 7);
+    if (f.wire == 0) {
+      f.num = ReadVarint(m, &off);
+    } else if (f.wire == 1 || f.wire == 5) {
+      const int n = f.wire == 1 ? 8 : 4;
+      EXPECT_LE(off + n, m.size());
+      f.num = Le(m, off, n);
+      off += n;
+    } else if (f.wire == 2) {
+      const uint64_t len = ReadVarint(m, &off);
+      EXPECT_LE(off + len, m.size());
+      f.bytes = m.substr(off, len);
+      off += len;
+    } else {
+      ADD_FAILURE() << "wire type " << f.wire;
+      break;
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+double AsDouble(uint64_t bits) {
+  double d;
+  std::memcpy(&d, &bits, 8);
+  return d;
+}
+
+float AsFloat(uint64_t bits) {
+  const auto b = static_cast<uint32_t>(bits);
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+std::vector<double> PackedDoubles(const std::string& b) {
+  std::vector<double> out;
+  for (size_t off = 0; off + 8 <= b.size(); off += 8) out.push_back(AsDouble(Le(b, off, 8)));
+  return out;
+}
+
+// A decoded Event{wall_time, step, summary{value...}} (event.proto field numbers).
+struct DecodedHisto {
+  double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+  std::vector<double> bucket_limit, bucket;
+};
+struct DecodedValue {
+  std::string tag;
+  std::optional<float> simple;
+  std::optional<DecodedHisto> histo;
+};
+struct DecodedEvent {
+  double wall_time = 0;
+  int64_t step = 0;
+  std::vector<DecodedValue> values;
+};
+
+DecodedHisto DecodeHisto(const std::string& m) {
+  DecodedHisto h;
+  for (const Field& f : Fields(m)) {
+    const double d = AsDouble(f.num);
+    if (f.number == 1) h.min = d;
+    if (f.number == 2) h.max = d;
+    if (f.number == 3) h.num = d;
+    if (f.number == 4) h.sum = d;
+    if (f.number == 5) h.sum_squares = d;
+    if (f.number == 6) h.bucket_limit = PackedDoubles(f.bytes);
+    if (f.number == 7) h.bucket = PackedDoubles(f.bytes);
+    EXPECT_TRUE(f.number >= 1 && f.number <= 7) << "HistogramProto field " << f.number;
+  }
+  return h;
+}
+
+DecodedEvent DecodeEvent(const std::string& m) {
+  DecodedEvent ev;
+  for (const Field& f : Fields(m)) {
+    if (f.number == 1) ev.wall_time = AsDouble(f.num);
+    if (f.number == 2) ev.step = static_cast<int64_t>(f.num);
+    if (f.number != 5) continue;
+    for (const Field& vf : Fields(f.bytes)) {
+      EXPECT_EQ(vf.number, 1u);  // Summary.value
+      DecodedValue v;
+      for (const Field& x : Fields(vf.bytes)) {
+        if (x.number == 1) v.tag = x.bytes;
+        if (x.number == 2) v.simple = AsFloat(x.num);
+        if (x.number == 5) v.histo = DecodeHisto(x.bytes);
+      }
+      ev.values.push_back(v);
+    }
+  }
+  return ev;
+}
+
+// A summary of [-2, -1, 0, 3, nan, inf] with a 3-bucket histogram over [-2, 3].
+TensorStats HardStats() {
+  TensorStats s;
+  s.count = 6;
+  s.min = -2;
+  s.max = 3;
+  s.mean = 0;
+  s.var = 3.5;
+  s.l1 = 6;
+  s.l2 = std::sqrt(14.0);
+  s.abs_mean = 1.5;
+  s.nan = 1;
+  s.pos_inf = 1;
+  s.zeros = 1;
+  s.negatives = 2;
+  s.positives = 2;
+  s.histogram = {-2, 3, {2, 1, 1}};
+  return s;
+}
+
 // formats.md §2.4 test vectors.
 TEST(TfEvents, FileVersionVector) {
   std::string ev = tfevents::FileVersionEvent(1700000000.0);
@@ -97,6 +238,64 @@ TEST(TfEvents, HistogramFieldsAreEncoded) {
   // histo is Value field 5 (0x2a) holding min(0x09) ... bucket(0x3a).
   EXPECT_NE(Hex(ev).find("2a"), std::string::npos);
   EXPECT_NE(Hex(ev).find("3a10000000000000f03f0000000000000040"), std::string::npos);
+}
+
+TEST(TfEvents, TensorSummaryEventHoldsTheHistogramAndEveryReduction) {
+  const TensorStats s = HardStats();
+  DecodedEvent ev =
+      DecodeEvent(tfevents::TensorSummaryEvent(1700000000.25, 40, "gradients/fc1.weight", s));
+  EXPECT_EQ(ev.wall_time, 1700000000.25);
+  EXPECT_EQ(ev.step, 40);
+  const std::vector<std::string>& reductions = TensorStats::ReductionNames();
+  ASSERT_EQ(ev.values.size(), reductions.size() + 1);
+  // The histogram comes first, under the tensor's own name.
+  ASSERT_TRUE(ev.values[0].histo.has_value());
+  EXPECT_FALSE(ev.values[0].simple.has_value());
+  EXPECT_EQ(ev.values[0].tag, "gradients/fc1.weight");
+  const DecodedHisto& h = *ev.values[0].histo;
+  EXPECT_EQ(h.min, -2);
+  EXPECT_EQ(h.max, 3);
+  EXPECT_EQ(h.num, 4);           // the bucketed (finite) values
+  EXPECT_EQ(h.sum, 0);           // mean × finite count
+  EXPECT_EQ(h.sum_squares, 14);  // l2²
+  EXPECT_EQ(h.bucket_limit, (std::vector<double>{-2 + 5.0 / 3, -2 + 2 * (5.0 / 3), 3}));
+  EXPECT_EQ(h.bucket, (std::vector<double>{2, 1, 1}));
+  // Then one simple_value per reduction, `<tensor>/<reduction>`, in ReductionNames() order.
+  std::map<std::string, float> by_tag;
+  for (size_t i = 0; i < reductions.size(); ++i) {
+    const DecodedValue& v = ev.values[i + 1];
+    EXPECT_EQ(v.tag, "gradients/fc1.weight/" + reductions[i]);
+    ASSERT_TRUE(v.simple.has_value()) << v.tag;
+    EXPECT_FALSE(v.histo.has_value());
+    EXPECT_EQ(*v.simple, static_cast<float>(*s.Get(reductions[i]))) << v.tag;
+    by_tag[reductions[i]] = *v.simple;
+  }
+  EXPECT_EQ(by_tag["count"], 6);
+  EXPECT_EQ(by_tag["nan"], 1);
+  EXPECT_EQ(by_tag["inf"], 1);
+  EXPECT_EQ(by_tag["finite"], 4);
+  EXPECT_EQ(by_tag["std"], static_cast<float>(std::sqrt(3.5)));
+  EXPECT_EQ(by_tag["zero_fraction"], static_cast<float>(1.0 / 6));
+}
+
+TEST(TfEvents, TensorSummaryEventWithoutHistogramHasOnlyScalars) {
+  TensorStats s = HardStats();
+  s.histogram = {};
+  DecodedEvent ev = DecodeEvent(tfevents::TensorSummaryEvent(1.0, 3, "weights/w", s));
+  ASSERT_EQ(ev.values.size(), TensorStats::ReductionNames().size());
+  for (const DecodedValue& v : ev.values) {
+    EXPECT_TRUE(v.simple.has_value()) << v.tag;
+    EXPECT_FALSE(v.histo.has_value()) << v.tag;
+    EXPECT_EQ(v.tag.rfind("weights/w/", 0), 0u) << v.tag;
+  }
+}
+
+TEST(TfEvents, ToFloatSaturatesToInfinity) {
+  EXPECT_EQ(tfevents::ToFloat(0.1), 0.1f);
+  EXPECT_EQ(tfevents::ToFloat(1e300), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(tfevents::ToFloat(-1e300), -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(tfevents::ToFloat(std::nan(""))));
+  EXPECT_EQ(tfevents::ToFloat(16777217.0), 16777216.0f);  // counts above 2^24 round
 }
 
 class ExportTest : public ::testing::Test {
@@ -165,7 +364,7 @@ TEST_F(ExportTest, TensorBoardFramesEveryRecordAndWritesHistograms) {
   EXPECT_EQ(base.rfind("events.out.tfevents.1700000000.testhost.", 0), 0u) << base;
   EXPECT_NE((*files)[0].find("/tb/worker-0/"), std::string::npos);
   auto recs = Records(Slurp((*files)[0]));
-  // file_version + 6 scalars + 1 histogram + 2 system scalars
+  // file_version + 6 scalars + 1 tensor summary (histogram and reductions) + 2 system scalars
   ASSERT_EQ(recs.size(), 10u);
   EXPECT_NE(recs[0].find("brain.Event:2"), std::string::npos);
   bool eval_tag = false, histo = false;
@@ -183,6 +382,62 @@ TEST_F(ExportTest, TensorBoardFramesEveryRecordAndWritesHistograms) {
   for (auto& e : std::filesystem::directory_iterator(dir_ / "tb/worker-0"))
     n += e.is_regular_file();
   EXPECT_EQ(n, 1);
+}
+
+TEST_F(ExportTest, TensorBoardTensorSummaryHasOneScalarPerReductionAtItsStep) {
+  auto files = ExportTensorBoard(run_, dir_ / "tb");
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  int found = 0;
+  for (const auto& rec : Records(Slurp((*files)[0]))) {
+    DecodedEvent ev = DecodeEvent(rec);
+    if (ev.values.empty() || ev.values[0].tag != "weights/fc,1") continue;
+    ++found;
+    EXPECT_EQ(ev.step, 2);
+    EXPECT_EQ(ev.wall_time, 1700000000.0025);
+    ASSERT_EQ(ev.values.size(), TensorStats::ReductionNames().size() + 1);
+    EXPECT_EQ(ev.values[0].histo->bucket, (std::vector<double>{1, 1, 2}));
+    EXPECT_EQ(ev.values[3].tag, "weights/fc,1/mean");
+    EXPECT_EQ(ev.values[3].simple, 1.5f);
+  }
+  EXPECT_EQ(found, 1);
+}
+
+TEST_F(ExportTest, TensorBoardKeepsTheSummaryWrittenLastAndPrefixesModes) {
+  {
+    WriterOptions o;
+    o.run_dir = run_;
+    o.stream = "worker-0";
+    auto w = Writer::Open(o);  // a resumed writer: a new segment re-records step 2
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    SummaryRecord again;
+    again.name = "weights/fc,1";
+    again.step = 2;
+    again.mode_step = 2;
+    again.shape = {2, 2};
+    again.stats.count = 4;
+    again.stats.mean = 7;
+    again.wall_us = 1700000000009000;
+    (*w)->AddSummary(again);
+    SummaryRecord eval = again;
+    eval.name = "activations/fc";
+    eval.step = 6;
+    eval.mode = Mode::kEval;
+    eval.mode_step = 0;
+    (*w)->AddSummary(eval);
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  auto files = ExportTensorBoard(run_, dir_ / "tb");
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  std::map<std::string, std::vector<std::pair<int64_t, float>>> scalars;
+  for (const auto& rec : Records(Slurp((*files)[0]))) {
+    DecodedEvent ev = DecodeEvent(rec);
+    for (const DecodedValue& v : ev.values) {
+      if (v.simple) scalars[v.tag].push_back({ev.step, *v.simple});
+    }
+  }
+  EXPECT_EQ(scalars["weights/fc,1/mean"], (std::vector<std::pair<int64_t, float>>{{2, 7.0f}}));
+  EXPECT_EQ(scalars["eval/activations/fc/mean"],
+            (std::vector<std::pair<int64_t, float>>{{6, 7.0f}}));
 }
 
 TEST_F(ExportTest, ChromeTraceHasNestedPhasesAndMetadata) {

@@ -29,14 +29,38 @@ void PutFixed(std::string* out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-std::string SummaryEvent(double wall_time, int64_t step, const proto::ProtoWriter& value) {
+// Serialized Summary.Value messages go into one Summary, which goes into one Event.
+std::string SummaryEvent(double wall_time, int64_t step,
+                         const std::vector<proto::ProtoWriter>& values) {
   proto::ProtoWriter summary;
-  summary.Message(kSummaryValue, value);
+  for (const proto::ProtoWriter& v : values) summary.Message(kSummaryValue, v);
   proto::ProtoWriter ev;
   ev.Double(kEventWallTime, wall_time);
   ev.Int64(kEventStep, step);
   ev.Message(kEventSummary, summary);
   return ev.data();
+}
+
+proto::ProtoWriter ScalarValue(const std::string& tag, float value) {
+  proto::ProtoWriter v;
+  v.Bytes(kValueTag, tag);
+  v.Float(kValueSimple, value);
+  return v;
+}
+
+proto::ProtoWriter HistogramValue(const std::string& tag, const Histo& h) {
+  proto::ProtoWriter histo;
+  histo.Double(kHistoMin, h.min);
+  histo.Double(kHistoMax, h.max);
+  histo.Double(kHistoNum, h.num);
+  histo.Double(kHistoSum, h.sum);
+  histo.Double(kHistoSumSquares, h.sum_squares);
+  histo.PackedDoubles(kHistoBucketLimit, h.bucket_limit);
+  histo.PackedDoubles(kHistoBucket, h.bucket);
+  proto::ProtoWriter v;
+  v.Bytes(kValueTag, tag);
+  v.Message(kValueHisto, histo);
+  return v;
 }
 
 }  // namespace
@@ -59,25 +83,50 @@ std::string FileVersionEvent(double wall_time) {
 }
 
 std::string ScalarEvent(double wall_time, int64_t step, const std::string& tag, float value) {
-  proto::ProtoWriter v;
-  v.Bytes(kValueTag, tag);
-  v.Float(kValueSimple, value);
-  return SummaryEvent(wall_time, step, v);
+  return SummaryEvent(wall_time, step, {ScalarValue(tag, value)});
 }
 
 std::string HistogramEvent(double wall_time, int64_t step, const std::string& tag, const Histo& h) {
-  proto::ProtoWriter histo;
-  histo.Double(kHistoMin, h.min);
-  histo.Double(kHistoMax, h.max);
-  histo.Double(kHistoNum, h.num);
-  histo.Double(kHistoSum, h.sum);
-  histo.Double(kHistoSumSquares, h.sum_squares);
-  histo.PackedDoubles(kHistoBucketLimit, h.bucket_limit);
-  histo.PackedDoubles(kHistoBucket, h.bucket);
-  proto::ProtoWriter v;
-  v.Bytes(kValueTag, tag);
-  v.Message(kValueHisto, histo);
-  return SummaryEvent(wall_time, step, v);
+  return SummaryEvent(wall_time, step, {HistogramValue(tag, h)});
+}
+
+Histo HistoFromStats(const TensorStats& s) {
+  Histo h;
+  const Histogram& hist = s.histogram;
+  const size_t n = hist.counts.size();
+  const double w = n ? (hist.hi - hist.lo) / static_cast<double>(n) : 0;
+  double num = 0;
+  for (size_t i = 0; i < n; ++i) {
+    h.bucket_limit.push_back(i + 1 == n ? hist.hi : hist.lo + static_cast<double>(i + 1) * w);
+    h.bucket.push_back(static_cast<double>(hist.counts[i]));
+    num += static_cast<double>(hist.counts[i]);
+  }
+  h.num = num;
+  h.min = std::isfinite(s.min) ? s.min : hist.lo;
+  h.max = std::isfinite(s.max) ? s.max : hist.hi;
+  const double finite = static_cast<double>(s.finite());
+  h.sum = std::isfinite(s.mean) ? s.mean * finite : 0;
+  h.sum_squares = std::isfinite(s.l2) ? s.l2 * s.l2 : 0;
+  return h;
+}
+
+std::string TensorSummaryEvent(double wall_time, int64_t step, const std::string& tag,
+                               const TensorStats& s) {
+  const std::vector<std::string>& reductions = TensorStats::ReductionNames();
+  std::vector<proto::ProtoWriter> values;
+  values.reserve(reductions.size() + 1);
+  if (!s.histogram.empty()) values.push_back(HistogramValue(tag, HistoFromStats(s)));
+  for (const std::string& r : reductions) {
+    values.push_back(ScalarValue(tag + "/" + r, ToFloat(s.Get(r).value_or(0))));
+  }
+  return SummaryEvent(wall_time, step, values);
+}
+
+float ToFloat(double v) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  if (v > kMax) return std::numeric_limits<float>::infinity();
+  if (v < -kMax) return -std::numeric_limits<float>::infinity();
+  return static_cast<float>(v);  // NaN stays NaN
 }
 
 }  // namespace tfevents
@@ -103,26 +152,6 @@ std::string SafeFilePart(std::string s) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) c = '_';
   }
   return s.empty() ? "localhost" : s;
-}
-
-tfevents::Histo HistoFromStats(const TensorStats& s) {
-  tfevents::Histo h;
-  const Histogram& hist = s.histogram;
-  const size_t n = hist.counts.size();
-  const double w = n ? (hist.hi - hist.lo) / static_cast<double>(n) : 0;
-  double num = 0;
-  for (size_t i = 0; i < n; ++i) {
-    h.bucket_limit.push_back(i + 1 == n ? hist.hi : hist.lo + static_cast<double>(i + 1) * w);
-    h.bucket.push_back(static_cast<double>(hist.counts[i]));
-    num += static_cast<double>(hist.counts[i]);
-  }
-  h.num = num;
-  h.min = std::isfinite(s.min) ? s.min : hist.lo;
-  h.max = std::isfinite(s.max) ? s.max : hist.hi;
-  const double finite = static_cast<double>(s.finite());
-  h.sum = std::isfinite(s.mean) ? s.mean * finite : 0;
-  h.sum_squares = std::isfinite(s.l2) ? s.l2 * s.l2 : 0;
-  return h;
 }
 
 bool HasEventFiles(const std::string& dir) {
@@ -193,14 +222,15 @@ Result<std::vector<std::string>> ExportTensorBoard(const std::string& run_dir,
         for (const ScalarRecord& s : r.Scalar(name, Mode::kGlobal, stream)) {
           events.push_back({s.step, s.wall_us,
                             tfevents::ScalarEvent(s.wall_us / 1e6, s.step, Tag(s.name, s.mode),
-                                                  static_cast<float>(s.value))});
+                                                  tfevents::ToFloat(s.value))});
         }
       }
       for (const SummaryRecord& s : r.Summaries(stream)) {
-        if (s.stats.histogram.empty()) continue;
+        // A re-recorded (name, step, mode), e.g. after a resume: the record written last wins.
+        if (r.Summary(s.name, s.step, s.mode, stream) != &s) continue;
         events.push_back({s.step, s.wall_us,
-                          tfevents::HistogramEvent(s.wall_us / 1e6, s.step, Tag(s.name, s.mode),
-                                                   HistoFromStats(s.stats))});
+                          tfevents::TensorSummaryEvent(s.wall_us / 1e6, s.step,
+                                                       Tag(s.name, s.mode), s.stats)});
       }
     }
     if (options.system_metrics) {
@@ -209,7 +239,7 @@ Result<std::vector<std::string>> ExportTensorBoard(const std::string& run_dir,
         for (const auto& [metric, value] : s.metrics) {
           events.push_back({index, s.wall_us,
                             tfevents::ScalarEvent(s.wall_us / 1e6, index, "system/" + metric,
-                                                  static_cast<float>(value))});
+                                                  tfevents::ToFloat(value))});
         }
         ++index;
       }
