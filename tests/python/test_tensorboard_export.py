@@ -4,7 +4,8 @@ A run is written by tests/tools/live_writer (tensor summaries of known values, w
 data it dumps), exported with the CLI, and every record of every events file is verified here:
 both masked CRC-32C values (crc32c implemented below from the Castagnoli polynomial), then the
 Event is decoded by `protoc --decode=tensorboard.Event` against testdata/tensorboard/event.proto.
-Histogram buckets must equal NumPy's np.histogram of the same values.
+Histogram buckets must equal NumPy's np.histogram of the same values, and the reductions exported
+next to each histogram (`<tensor>/<reduction>` simple values) NumPy's reductions.
 """
 import pathlib
 import re
@@ -139,3 +140,27 @@ def test_histograms_match_numpy(exported):
         assert floats(t, "sum")[0] == pytest.approx(float(values.astype(np.float64).sum()), abs=1e-6)
         assert floats(t, "sum_squares")[0] == pytest.approx(
             float((values.astype(np.float64) ** 2).sum()), rel=1e-9)
+
+
+def test_reductions_are_scalars_next_to_the_histogram(exported):
+    files, dump = exported
+    texts = [decode(r) for r in read_records(files[0])[1:]]
+    histos = [t for t in texts if "histo {" in t]
+    assert len(histos) == 3
+    for t in histos:
+        m = re.search(r"^step: (\d+)$", t, re.M)
+        step = int(m.group(1)) if m else 0
+        x = np.fromfile(dump / f"weights-{step}.f32", dtype=np.float32).astype(np.float64)
+        scalars = {tag: float(v) for tag, v in
+                   re.findall(r'tag: "([^"]+)"\s*simple_value: (\S+)', t)}
+        name = re.search(r'tag: "([^"]+)"\s*histo \{', t).group(1)
+        want = {"min": x.min(), "max": x.max(), "mean": x.mean(), "std": x.std(),
+                "var": x.var(), "l1": np.abs(x).sum(), "l2": np.sqrt((x * x).sum()),
+                "abs_mean": np.abs(x).mean(), "count": x.size, "nan": 0, "inf": 0,
+                "pos_inf": 0, "neg_inf": 0, "zeros": np.count_nonzero(x == 0),
+                "negatives": np.count_nonzero(x < 0), "positives": np.count_nonzero(x > 0),
+                "finite": x.size, "zero_fraction": np.count_nonzero(x == 0) / x.size}
+        assert sorted(scalars) == sorted(f"{name}/{r}" for r in want)
+        for r, v in want.items():
+            assert scalars[f"{name}/{r}"] == pytest.approx(float(np.float32(v)), rel=1e-6,
+                                                           abs=1e-12), r
