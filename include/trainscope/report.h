@@ -263,7 +263,7 @@ void Downsample(const std::vector<double>& x, const std::vector<std::vector<doub
                 size_t max_points, std::vector<double>* out_x,
                 std::vector<std::vector<double>>* out_ys);
 
-// The web assets embedded at build time (web/CMakeLists.txt): "uplot.js", "uplot.css",
+// The web assets embedded at build time (web/CMakeLists.txt): "dygraph.js", "dygraph.css",
 // "charts.js", "report.html", "report.css", "report.js", "instances.json". Empty if unknown.
 std::string_view WebAsset(std::string_view name);
 

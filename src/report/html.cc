@@ -302,9 +302,9 @@ std::string TraceHref(const RunData& d, const std::string& trace, const std::str
 std::string Page(const std::string& title, const std::string& data_json) {
   std::string page(WebAsset("report.html"));
   page = Replace(page, "<!--TS:TITLE-->", HtmlEscape(title));
-  page = Replace(page, "/*TS:UPLOT_CSS*/", WebAsset("uplot.css"));
+  page = Replace(page, "/*TS:CHART_LIB_CSS*/", WebAsset("dygraph.css"));
   page = Replace(page, "/*TS:REPORT_CSS*/", WebAsset("report.css"));
-  page = Replace(page, "/*TS:UPLOT_JS*/", ScriptSafe(WebAsset("uplot.js")));
+  page = Replace(page, "/*TS:CHART_LIB_JS*/", ScriptSafe(WebAsset("dygraph.js")));
   page = Replace(page, "/*TS:CHARTS_JS*/", ScriptSafe(WebAsset("charts.js")));
   page = Replace(page, "/*TS:REPORT_JS*/", ScriptSafe(WebAsset("report.js")));
   page = Replace(page, "/*TS:DATA*/", ScriptSafe(data_json));

@@ -18,7 +18,7 @@ nlohmann::json DataBlob(const std::string& html) {
 }
 
 TEST(HtmlTest, SelfContainedPageWithDataBlob) {
-  ASSERT_FALSE(WebAsset("uplot.js").empty());
+  ASSERT_FALSE(WebAsset("dygraph.js").empty());
   ASSERT_FALSE(WebAsset("charts.js").empty());
   EXPECT_TRUE(WebAsset("nope").empty());
   testing::SyntheticOptions o;

@@ -45,23 +45,24 @@ Response Error(int status, const std::string& msg) {
   return Response::Json(status, json{{"error", msg}}.dump());
 }
 
-// URL prefixes of the static files, the directory under the web root each maps to, and the
-// name of the embedded copy (WebAsset) used when the web root is missing.
+// URL prefixes of the static files, the directory under the web root each maps to (nullptr:
+// embedded only; dygraphs is a system package, not part of web/), and the name of the embedded
+// copy (WebAsset) used when the web root is missing.
 struct StaticMount {
   const char* url_prefix;
   const char* dir;
 };
 constexpr StaticMount kMounts[] = {{"/static/dashboard/", "dashboard"},
                                    {"/static/src/", "src"},
-                                   {"/static/uplot/", "node_modules/uplot/dist"}};
+                                   {"/static/dygraphs/", nullptr}};
 
 [[maybe_unused]] std::string EmbeddedName(const std::string& url) {
   if (url == "/static/dashboard/index.html") return "dashboard.html";
   if (url == "/static/dashboard/dashboard.js") return "dashboard.js";
   if (url == "/static/dashboard/dashboard.css") return "dashboard.css";
   if (url == "/static/src/charts.js") return "charts.js";
-  if (url == "/static/uplot/uPlot.iife.min.js") return "uplot.js";
-  if (url == "/static/uplot/uPlot.min.css") return "uplot.css";
+  if (url == "/static/dygraphs/dygraph.min.js") return "dygraph.js";
+  if (url == "/static/dygraphs/dygraph.min.css") return "dygraph.css";
   return "";
 }
 
@@ -174,7 +175,7 @@ class DashboardServer::Impl {
       if (!http::PercentDecode(url.substr(prefix.size()), false, &rel)) {
         return Error(400, "bad escape");
       }
-      if (!options_.web_root.empty()) {
+      if (m.dir != nullptr && !options_.web_root.empty()) {
         auto p = server::ResolveUnder(JoinPath(options_.web_root, m.dir), rel);
         if (p.ok() && fs::is_regular_file(*p)) {
           std::string body;
