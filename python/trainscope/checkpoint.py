@@ -597,7 +597,10 @@ class Checkpointer:
         rng = {"python": random.getstate(), "torch": torch.get_rng_state()}
         try:
             import numpy as np
-            rng["numpy"] = np.random.get_state()
+            # as a tensor and plain values: torch.load(weights_only=True) takes no ndarrays
+            name, keys, pos, has_gauss, gauss = np.random.get_state()
+            rng["numpy"] = (str(name), torch.from_numpy(keys.astype(np.int64)), int(pos),
+                            int(has_gauss), float(gauss))
         except Exception:
             pass
         try:
@@ -731,7 +734,9 @@ class Checkpointer:
             state = None
             if why is None:
                 try:
-                    state = torch.load(meta["path"], map_location="cpu")
+                    # weights_only: a run directory may be writable by others, and a pickle
+                    # could run their code; our state is tensors and plain values only
+                    state = torch.load(meta["path"], map_location="cpu", weights_only=True)
                     if not isinstance(state, dict) or state.get("format") != FORMAT:
                         why = "not a trainscope checkpoint"
                 except Exception as e:
@@ -765,7 +770,10 @@ class Checkpointer:
         if "numpy" in rng:
             try:
                 import numpy as np
-                np.random.set_state(rng["numpy"])
+                name, keys, pos, has_gauss, gauss = rng["numpy"]
+                keys = np.asarray(keys.numpy() if hasattr(keys, "numpy") else keys,
+                                  dtype=np.uint32)
+                np.random.set_state((name, keys, pos, has_gauss, gauss))
             except Exception:
                 pass
         if "cuda" in rng:

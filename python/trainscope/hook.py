@@ -55,6 +55,37 @@ GB = 1000 ** 3
 _RULES_LATENCY_MS = 20
 
 
+MIN_TORCH = (2, 1)
+
+
+def _torch_version(text: str) -> tuple:
+    """(major, minor) of a torch version string such as '2.13.0+cpu' or '2.6.0a0+git1234'."""
+    parts = []
+    for piece in text.split("+", 1)[0].split(".")[:2]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        parts.append(int(digits or 0))
+    while len(parts) < 2:
+        parts.append(0)
+    return tuple(parts)
+
+
+def _require_torch() -> None:
+    """Raises one clear error when torch is missing or older than MIN_TORCH (2.1)."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("trainscope.Hook needs PyTorch >= %d.%d (pip install torch); "
+                          "torch is not importable: %s" % (MIN_TORCH + (e,))) from e
+    found = getattr(torch, "__version__", "0")
+    if _torch_version(str(found)) < MIN_TORCH:
+        raise RuntimeError("trainscope.Hook needs PyTorch >= %d.%d; found torch %s at %s"
+                           % (MIN_TORCH + (found, os.path.dirname(torch.__file__ or "?"))))
+
+
 def _now_us() -> int:
     return time.time_ns() // 1000
 
@@ -231,6 +262,7 @@ class Hook:
                  auto_step: bool = True,
                  worker: Optional[str] = None, run_name: str = "", max_errors: int = 50,
                  writer_options: Optional[dict] = None):
+        _require_torch()
         # ---- state that must exist even when setup fails -------------------------------
         # The per-step fast path in C (python/bindings/step_clock.cc) owns the step state:
         # counters, mode, the open step and its phase timings, the next save steps, and the

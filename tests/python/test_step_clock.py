@@ -116,7 +116,8 @@ def test_lr_scheduler_made_after_the_wrapper_counts_optimizer_steps(run_dir, tin
         opt.step()
         sched.step()
     hook.close()
-    assert opt._step_count == 4  # the scheduler's counter wraps our wrapper and still counts
+    # torch's scheduler patches opt.step to note that it was called: through our wrapper too
+    assert getattr(opt, "_opt_called", False)
     assert opt.param_groups[0]["lr"] == pytest.approx(0.05 * 0.25)
     assert not [w for w in recwarn if "lr_scheduler.step()" in str(w.message)]
     assert all(r["optimizer_us"] >= 0 for r in ts.open_run(run_dir).step_records())
@@ -132,7 +133,7 @@ def test_copies_of_hooked_objects_are_inert(run_dir, tiny):
     buf = io.BytesIO()
     torch.save(model, buf)  # whole-module pickling works and loads without the hook
     buf.seek(0)
-    loaded = torch.load(buf)
+    loaded = torch.load(buf, weights_only=False)  # a whole module is a pickle
     loaded(batches[0][0])
     assert hook.step_count == 2
     opt2 = copy.deepcopy(opt)  # steps its own parameters, untimed
