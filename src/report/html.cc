@@ -255,11 +255,36 @@ std::string Replace(std::string s, const std::string& marker, std::string_view w
   return s.replace(pos, marker.size(), with);
 }
 
-// Keeps embedded text from closing its <script>/<style> element early.
+// Keeps inlined JavaScript from ending its <script> element early: "</script" (any case) becomes
+// "<\/script" and "<!--" becomes "<\!--", which mean the same in strings, regular expressions and
+// comments. Other "</" stay as they are: in minified code "</" can close a regular expression
+// (`/</g`), where a backslash would change the program.
 std::string ScriptSafe(std::string_view in) {
   std::string s(in);
-  for (size_t pos = 0; (pos = s.find("</", pos)) != std::string::npos; pos += 3) {
-    s.replace(pos, 2, "<\\/");
+  auto lower = [](char c) { return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c); };
+  for (size_t pos = 0; (pos = s.find('<', pos)) != std::string::npos; ++pos) {
+    if (s.compare(pos, 4, "<!--") == 0) {
+      s.insert(pos + 1, "\\");
+    } else if (pos + 8 <= s.size() && s[pos + 1] == '/') {
+      std::string word;
+      for (size_t i = pos + 2; i < pos + 8; ++i) word += lower(s[i]);
+      if (word == "script") s.insert(pos + 1, "\\");
+    }
+  }
+  return s;
+}
+
+// JSON inside <script type="application/json">: every "<" is written \u003c (JSON strings are
+// the only place it can occur), so nothing in the data can close or escape the element.
+std::string JsonSafe(std::string_view in) {
+  std::string s;
+  s.reserve(in.size());
+  for (char c : in) {
+    if (c == '<') {
+      s += "\\u003c";
+    } else {
+      s += c;
+    }
   }
   return s;
 }
@@ -307,7 +332,7 @@ std::string Page(const std::string& title, const std::string& data_json) {
   page = Replace(page, "/*TS:CHART_LIB_JS*/", ScriptSafe(WebAsset("dygraph.js")));
   page = Replace(page, "/*TS:CHARTS_JS*/", ScriptSafe(WebAsset("charts.js")));
   page = Replace(page, "/*TS:REPORT_JS*/", ScriptSafe(WebAsset("report.js")));
-  page = Replace(page, "/*TS:DATA*/", ScriptSafe(data_json));
+  page = Replace(page, "/*TS:DATA*/", JsonSafe(data_json));
   return page;
 }
 

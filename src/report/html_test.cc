@@ -79,6 +79,22 @@ TEST(HtmlTest, ScriptContentCannotCloseTheDataBlob) {
   nlohmann::json j = DataBlob(html);
   EXPECT_EQ(j["summary"]["findings"][0]["message"], e.message);
   EXPECT_EQ(html.find("<title>trainscope report — </script>"), std::string::npos);
+  // The blob holds no "<" at all (written \u003c), so no "<!--" or "</script" either.
+  const std::string open = "id=\"ts-data\">";
+  size_t a0 = html.find(open) + open.size();
+  EXPECT_EQ(html.substr(a0, html.find("</script>", a0) - a0).find('<'), std::string::npos);
+}
+
+TEST(HtmlTest, InlinedScriptsAreUnchangedUnlessTheyCouldCloseTheirElement) {
+  RunData d;
+  RunAnalysis a = Analyze(d, CostInput{});
+  std::string html = ReportHtml(d, a);
+  // dygraphs' minified code has "</" closing regular expressions (/</g): it must stay verbatim.
+  std::string_view dygraphs = WebAsset("dygraph.js");
+  ASSERT_NE(dygraphs.find("/</g"), std::string_view::npos);
+  EXPECT_NE(html.find(dygraphs), std::string::npos);
+  EXPECT_NE(html.find(WebAsset("charts.js")), std::string::npos);
+  EXPECT_NE(html.find(WebAsset("report.js")), std::string::npos);
 }
 
 TEST(HtmlTest, ComparePage) {
