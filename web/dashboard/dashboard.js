@@ -1,6 +1,6 @@
 // trainscope live dashboard (served by `trainscope serve`). Polls the JSON API with a ?since=
 // cursor, so each poll carries only new records, and redraws the charts (TSCharts from
-// web/src/charts.js, uPlot underneath) without reloading. Hash routes: #/ run list,
+// web/src/charts.js, dygraphs underneath) without reloading. Hash routes: #/ run list,
 // #/run/<name> one run. A token given as ?token=T in the page URL is sent as a Bearer header.
 (function () {
   'use strict';
@@ -73,7 +73,8 @@
   }
 
   // ---- live charts ----------------------------------------------------------------------------
-  // Keeps one uPlot per chart id; recreates it when its series change, else setData().
+  // Keeps one chart per id; recreates it when its series change, else gives it the new data
+  // (TSCharts.update: dygraphs' updateOptions({file}), keeping the reader's zoom).
   class LiveChart {
     constructor(container, spec) {
       this.container = container;
@@ -84,11 +85,11 @@
     update(x, series) {
       const labels = series.map((s) => s.label).join('\u0000');
       if (!this.plot || labels !== this.labels) {
-        if (this.plot) { this.plot.destroy(); this.container.textContent = ''; }
+        if (this.plot) { C.destroy(this.plot); this.container.textContent = ''; }
         this.plot = C.line(this.container, Object.assign({}, this.spec, { x, series, spanGaps: true }), { height: 220 });
         this.labels = labels;
       } else {
-        this.plot.setData([x, ...series.map((s) => s.values)]);
+        C.update(this.plot, { x, series });
       }
       const fig = this.container.querySelector('figure');
       if (fig) fig.dataset.points = String(x.length);
@@ -299,7 +300,7 @@
       if (d.rule_events.length || d.events.length || !eventsBox.querySelector('table')) renderEvents();
       idle = !d.run.live;
     }, () => (idle ? POLL_IDLE_MS : POLL_LIVE_MS));
-    return { stop: () => { stop(); for (const c of charts.values()) if (c.plot) c.plot.destroy(); } };
+    return { stop: () => { stop(); for (const c of charts.values()) if (c.plot) C.destroy(c.plot); } };
   }
 
   // ---- stop button with confirmation ---------------------------------------------------------
