@@ -1,10 +1,42 @@
-"""The framework-profiling window of ts.ProfilerConfig: torch.profiler operators (Chrome trace)
-and cProfile Python functions, for [start_step, start_step + num_steps) only."""
+"""The framework-profiling window of ts.ProfilerConfig: torch.profiler operators (a Kineto Chrome
+trace, which Holistic Trace Analysis, Perfetto and TensorBoard read) and cProfile Python functions,
+for global steps [start_step, start_step + num_steps) only.
+
+The hook drives a window with three calls, all on the training thread:
+
+- ``start(step)`` when global step ``step`` begins (the profilers start inside that step);
+- ``step(closed)`` when step ``closed`` ends inside the window and the window goes on: the
+  trace's ``ProfilerStep#<closed>`` span ends and ``ProfilerStep#<closed + 1>`` begins;
+- ``stop(last)`` when the window ends with step ``last`` (the last ``ProfilerStep`` span ends),
+  which writes RUN/profile/trace-<worker>.json and functions-<worker>.json and returns the
+  fields of the ``profiler_window`` event.
+"""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
+
+log = logging.getLogger("trainscope")
+
+STEP_SPAN_PREFIX = "ProfilerStep#"  # torch.profiler's step annotation; HTA splits iterations by it
+
+
+def _record_every_step(step: int):
+    """The window's torch.profiler schedule. A schedule is what makes torch.profiler annotate
+    steps (ProfilerStep#N); this one always records, because the hook, not the schedule,
+    decides where the window ends."""
+    from torch.profiler import ProfilerAction
+    return ProfilerAction.RECORD
+
+
+def _distributed_initialized() -> bool:
+    try:
+        import torch.distributed as dist
+        return dist.is_available() and dist.is_initialized()
+    except Exception:
+        return False
 
 
 class ProfilerWindow:
@@ -12,28 +44,74 @@ class ProfilerWindow:
         self.config = config
         self.dir = os.path.join(run_dir, "profile")
         self.worker = worker
+        self.trace_path = os.path.join(self.dir, f"trace-{worker}.json")
         self._torch = None
         self._cprofile = None
         self._start_ns = 0
         self._start_step = 0
+        self._trace_written = False
+        self._trace_error = ""
 
+    # ------------------------------------------------------------------------------- start
     def start(self, step: int) -> None:
         os.makedirs(self.dir, exist_ok=True)
         self._start_step = step
-        if self.config.torch_profiler:
-            import torch
-            acts = [torch.profiler.ProfilerActivity.CPU]
-            if torch.cuda.is_available():
-                acts.append(torch.profiler.ProfilerActivity.CUDA)
-            self._torch = torch.profiler.profile(activities=acts,
-                                                 record_shapes=self.config.record_shapes)
-            self._torch.__enter__()
-        if self.config.python_profiler:
-            import cProfile
-            self._cprofile = cProfile.Profile()
-            self._cprofile.enable()
+        try:
+            if self.config.torch_profiler:
+                self._start_torch(step)
+            if self.config.python_profiler:
+                import cProfile
+                self._cprofile = cProfile.Profile()
+                self._cprofile.enable()
+        except BaseException:
+            self._abandon()
+            raise
         self._start_ns = time.perf_counter_ns()
 
+    def _start_torch(self, step: int) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity
+        acts = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            acts.append(ProfilerActivity.CUDA)
+        prof = torch.profiler.profile(activities=acts, record_shapes=self.config.record_shapes,
+                                      schedule=_record_every_step,
+                                      on_trace_ready=self._write_trace)
+        prof.step_num = step  # the first span is ProfilerStep#<step>: trainscope's global step
+        prof.__enter__()
+        self._torch = prof
+        if not _distributed_initialized():  # else torch writes distributedInfo itself
+            from .hook import _worker_rank
+            prof.add_metadata_json("distributedInfo", json.dumps({"rank": _worker_rank()}))
+
+    def _abandon(self) -> None:
+        """Stops whatever start() had started, writing nothing."""
+        if self._cprofile is not None:
+            self._cprofile.disable()
+            self._cprofile = None
+        if self._torch is not None:
+            prof, self._torch = self._torch, None
+            prof.on_trace_ready = None
+            try:
+                prof.__exit__(None, None, None)
+            except Exception:
+                pass
+
+    # -------------------------------------------------------------------------------- step
+    def step(self, closed_step: int) -> None:
+        """Step ``closed_step`` ended and the window goes on (see the module docstring)."""
+        if self._torch is not None:
+            self._torch.step_num = closed_step  # span numbers follow the hook's global steps
+            self._torch.step()
+
+    def _write_trace(self, prof) -> None:
+        """torch.profiler's on_trace_ready: the Kineto trace, written atomically."""
+        tmp = self.trace_path + ".tmp"
+        prof.export_chrome_trace(tmp)
+        os.replace(tmp, self.trace_path)
+        self._trace_written = True
+
+    # -------------------------------------------------------------------------------- stop
     def stop(self, last_step: int) -> dict:
         """Stops both profilers, writes the files, returns the profiler_window event fields."""
         elapsed_ns = time.perf_counter_ns() - self._start_ns
@@ -41,29 +119,9 @@ class ProfilerWindow:
             self._cprofile.disable()
         steps = max(1, last_step - self._start_step + 1)
         operators = []
-        trace_path = os.path.join(self.dir, f"trace-{self.worker}.json")
         if self._torch is not None:
-            self._torch.__exit__(None, None, None)
-            try:
-                self._torch.export_chrome_trace(trace_path)
-            except Exception:
-                trace_path = ""
-            for ev in self._torch.key_averages():
-                operators.append({"name": ev.key, "calls": int(ev.count),
-                                  "total_us": float(ev.cpu_time_total),
-                                  "self_us": float(ev.self_cpu_time_total)})
-            operators.sort(key=lambda o: -o["total_us"])
-        else:
-            trace_path = ""
-        functions = []
-        if self._cprofile is not None:
-            import pstats
-            st = pstats.Stats(self._cprofile)
-            for (file, line, name), (cc, nc, tt, ct, _callers) in st.stats.items():
-                functions.append({"name": name, "file": file, "line": int(line), "calls": int(nc),
-                                  "total_us": ct * 1e6, "self_us": tt * 1e6})
-            functions.sort(key=lambda f: -f["total_us"])
-            functions = functions[:self.config.top_functions]
+            operators = self._stop_torch(last_step)
+        functions = self._functions() if self._cprofile is not None else []
         table = {
             "window": {"start_step": self._start_step, "num_steps": steps},
             "step_time_us": elapsed_ns / 1000.0 / steps,
@@ -75,6 +133,42 @@ class ProfilerWindow:
         with open(tmp, "w") as f:
             json.dump(table, f)
         os.replace(tmp, fpath)
-        return {"start_step": self._start_step, "end_step": last_step, "num_steps": steps,
-                "worker": self.worker, "trace": os.path.relpath(trace_path, os.path.dirname(self.dir))
-                if trace_path else "", "functions": os.path.relpath(fpath, os.path.dirname(self.dir))}
+        run_dir = os.path.dirname(self.dir)
+        info = {"start_step": self._start_step, "end_step": last_step, "num_steps": steps,
+                "worker": self.worker,
+                "trace": os.path.relpath(self.trace_path, run_dir) if self._trace_written else "",
+                "functions": os.path.relpath(fpath, run_dir)}
+        if self._trace_error:
+            info["trace_error"] = self._trace_error
+        return info
+
+    def _stop_torch(self, last_step: int) -> list:
+        prof, self._torch = self._torch, None
+        try:
+            prof.add_metadata_json("trainscope", json.dumps(
+                {"worker": self.worker, "start_step": self._start_step, "end_step": last_step}))
+            prof.__exit__(None, None, None)  # ends the last ProfilerStep, calls _write_trace
+        except Exception as e:
+            self._trace_error = f"{type(e).__name__}: {e}"
+            log.warning("trainscope: the torch.profiler trace was not written: %s",
+                        self._trace_error)
+            return []
+        operators = []
+        for ev in prof.key_averages():
+            if ev.key.startswith(STEP_SPAN_PREFIX):
+                continue  # a step, not an operator
+            operators.append({"name": ev.key, "calls": int(ev.count),
+                              "total_us": float(ev.cpu_time_total),
+                              "self_us": float(ev.self_cpu_time_total)})
+        operators.sort(key=lambda o: -o["total_us"])
+        return operators
+
+    def _functions(self) -> list:
+        import pstats
+        st = pstats.Stats(self._cprofile)
+        functions = []
+        for (file, line, name), (cc, nc, tt, ct, _callers) in st.stats.items():
+            functions.append({"name": name, "file": file, "line": int(line), "calls": int(nc),
+                              "total_us": ct * 1e6, "self_us": tt * 1e6})
+        functions.sort(key=lambda f: -f["total_us"])
+        return functions[:self.config.top_functions]
