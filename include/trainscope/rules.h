@@ -197,7 +197,7 @@ struct RuleType {
   std::function<Result<std::unique_ptr<Rule>>(const RuleParams&)> create;
 };
 
-// A set of rule types. BuiltIn() holds the 16 built-in tensor rules and the 9 profiling rules;
+// A set of rule types. BuiltIn() holds the 17 built-in tensor rules and the 9 profiling rules;
 // copy it and Add() custom
 // rule types to extend it.
 class RuleRegistry {

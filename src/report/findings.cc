@@ -187,6 +187,16 @@ const std::vector<RuleInfo>& Rules() {
              "Input images are not normalised (mean/std far from 0/1): add "
              "transforms.Normalize(mean, std) with the dataset's statistics.");
        }},
+      {"amp_loss_scale", "Mixed-precision loss scaling failing", Severity::kCritical, true,
+       [](const RuleEventRecord& e, const Measurements&) {
+         std::string s = "The GradScaler keeps finding inf/NaN gradients";
+         if (e.step >= 0) s += " (step " + std::to_string(e.step) + ")";
+         return s +
+                ", so it skips optimizer steps and shrinks the loss scale: those steps train "
+                "nothing. The overflow comes from the model, not the scale: lower the learning "
+                "rate, clip gradients after scaler.unscale_(optimizer), keep softmax/losses in "
+                "float32 under autocast, or train in bfloat16 (no scaler needed).";
+       }},
       {"cpu_bottleneck", "CPU bottleneck", Severity::kWarning, false,
        [](const RuleEventRecord&, const Measurements& m) {
          std::string ev = WaitEvidence(m);

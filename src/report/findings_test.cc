@@ -89,6 +89,7 @@ TEST(FindingsTest, EveryBuiltinRuleHasItsOwnRecommendation) {
                         "all_zero",
                         "class_imbalance",
                         "check_input_images",
+                        "amp_loss_scale",
                         "cpu_bottleneck",
                         "io_bottleneck",
                         "low_gpu_utilization",

@@ -21,5 +21,6 @@ RuleType UnchangedTensorRule();
 RuleType AllZeroRule();
 RuleType ClassImbalanceRule();
 RuleType CheckInputImagesRule();
+RuleType AmpLossScaleRule();
 
 }  // namespace trainscope::rules

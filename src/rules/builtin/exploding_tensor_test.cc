@@ -1,3 +1,4 @@
+#include "rules/builtin/amp_scalars.h"
 #include "rules/builtin/rule_test_util.h"
 
 namespace trainscope::rules::testing {
@@ -46,6 +47,34 @@ TEST(ExplodingTensor, RegexLimitsSelection) {
   rule->OnStepData(d, ctx);
   ASSERT_EQ(ctx.evals.size(), 1u);
   EXPECT_FALSE(ctx.evals[0].violated);
+}
+
+TEST(ExplodingTensor, GradientsOfAStepTheGradScalerSkippedAreNotInspected) {
+  auto rule = MakeRule(ExplodingTensorRule());
+  FakeContext ctx;
+  StepData d = Step(3);
+  d.summaries.push_back(Summary("gradients/a", 3, {1, INFINITY, NAN}));
+  d.scalars.push_back(Scalar("losses/loss", 3, 0.5));
+  d.scalars.push_back(Scalar(kAmpSkipped, 3, 1));
+  rule->OnStepData(d, ctx);
+  ASSERT_EQ(ctx.evals.size(), 1u);  // the loss was still inspected
+  EXPECT_FALSE(ctx.evals[0].violated);
+
+  StepData w = Step(4);  // the same gradients on a step the scaler did not skip
+  w.summaries.push_back(Summary("gradients/a", 4, {1, INFINITY, NAN}));
+  w.scalars.push_back(Scalar(kAmpSkipped, 4, 0));
+  rule->OnStepData(w, ctx);
+  ASSERT_EQ(ctx.evals.size(), 2u);
+  EXPECT_TRUE(ctx.evals[1].violated);
+
+  StepData n = Step(5);  // a skipped step with a non-finite loss still fires
+  n.summaries.push_back(Summary("gradients/a", 5, {INFINITY}));
+  n.scalars.push_back(Scalar("losses/loss", 5, NAN));
+  n.scalars.push_back(Scalar(kAmpSkipped, 5, 1));
+  rule->OnStepData(n, ctx);
+  ASSERT_EQ(ctx.evals.size(), 3u);
+  EXPECT_TRUE(ctx.evals[2].violated);
+  EXPECT_EQ(ctx.evals[2].tensors, std::vector<std::string>{"losses/loss"});
 }
 
 }  // namespace
