@@ -13,7 +13,8 @@
 # Environment: OUT (default build-gpu/out), TS_GPU_PYTHON (default: the first of python3.12,
 # python3, python that imports torch), TS_GPU_BUNDLE (gpu-bundle), TS_GPU_WORK (build-gpu),
 # TS_GPU_JOBS (nproc), TS_GPU_NICE (0), TS_GPU_BUDGET_S (whole script, default 450),
-# TS_GPU_SYSTEM_DEPS=1 (use the machine's zstd/sqlite/json/pybind11 instead of the bundle's).
+# TS_GPU_SYSTEM_DEPS=1 (use the machine's zstd/sqlite/json/pybind11 instead of the bundle's),
+# TS_GPU_NO_VENV=1 (unpack the wheels instead of installing them: the path taken without venv/pip).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -85,7 +86,8 @@ if [ -n "$PY" ] && ls "$BUNDLE"/wheels/cmake-*.whl >/dev/null 2>&1; then
   # The bundle's wheels in a temp venv that sees the system's packages (torch, pip).
   V=$WORK/venv
   rm -rf "$V"
-  if "$PY" -m venv --system-site-packages --without-pip "$V" >"$LOGS/venv.log" 2>&1 &&
+  if [ "${TS_GPU_NO_VENV:-0}" != 1 ] &&
+     "$PY" -m venv --system-site-packages --without-pip "$V" >"$LOGS/venv.log" 2>&1 &&
      "$V/bin/python" -m pip install -q --no-index --no-deps --ignore-installed --disable-pip-version-check \
        "$BUNDLE"/wheels/*.whl >>"$LOGS/venv.log" 2>&1; then
     site=$("$V/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -110,7 +112,7 @@ EOF
     then
       CMAKE=$X/cmake/data/bin/cmake PKGCONF=$X/pkgconf/.bin/pkgconf
       NINJA=$(ls "$X"/ninja-*.data/scripts/ninja 2>/dev/null | head -1)
-      how="bundle wheels, unpacked (venv/pip failed: $(tail_of "$LOGS/venv.log" 2))"
+      how="bundle wheels, unpacked (no venv or pip here${TS_GPU_NO_VENV:+, TS_GPU_NO_VENV}: $(tail_of "$LOGS/venv.log" 2))"
     fi
   fi
 fi
