@@ -28,7 +28,8 @@ Checks (tolerances are in the code next to each comparison and in the row's numb
              against eager, graph breaks and graphs from torch._dynamo.utils.counters.
   amp        autocast + GradScaler with one step forced to an inf gradient: losses recorded,
              the skipped step seen in the run (non-finite gradient summaries, no optimizer
-             time, unchanged weights, the recorded loss scale halving) and matching the scaler.
+             time, unchanged weights, the recorded loss scale halving) and matching the scaler;
+             with hook.register_scaler, also the hook's amp/loss_scale and amp/skipped.
 
   python3 bench/gpu_check.py [--out DIR] [--prelude run_steps.jsonl] [--budget-s 420]
 """
@@ -932,6 +933,9 @@ def amp_run(device, work, steps=16, k=7):
     hook.register_module(model)
     hook.register_loss(crit)
     hook.register_optimizer(opt)
+    follows_scaler = hasattr(hook, "register_scaler")  # amp/loss_scale, amp/skipped
+    if follows_scaler:
+        hook.register_scaler(scaler)
     init_scale = scaler.get_scale()
     for i in range(steps):
         x, y = data[i % 4]
@@ -964,13 +968,31 @@ def amp_run(device, work, steps=16, k=7):
     ok = (len(losses) == steps and bool(np.isfinite(losses).all()) and k in skipped
           and no_opt == skipped and nonfinite[k] == len(grads) and nonfinite[k - 1] == 0
           and nonfinite[k + 1] == 0 and same_after_skip and moved_before and not errors)
+    amp = "hook has no register_scaler: amp/* scalars not checked"
+    if follows_scaler:
+        # the hook's own record of the scaler: the scale each step's backward used, and 1 on
+        # the steps the scaler skipped
+        name_scale = getattr(ts._core, "AMP_LOSS_SCALE", "amp/loss_scale")
+        name_skip = getattr(ts._core, "AMP_SKIPPED", "amp/skipped")
+        try:
+            st_scale, v_scale = run.scalar(name_scale)
+            used = dict(zip((int(x) for x in st_scale), v_scale))
+            scale_ok = all(used.get(int(s)) == b for s, b in zip(sc_steps, prev))
+            st_skip, v_skip = run.scalar(name_skip)
+            hook_skipped = sorted(int(s) for s, v in zip(st_skip, v_skip) if v >= 0.5)
+            amp = (f"{name_scale} at {len(used)} steps, equal to the scale used: {scale_ok}; "
+                   f"{name_skip} = 1 at {hook_skipped}")
+            ok = ok and scale_ok and hook_skipped == skipped
+        except Exception as e:
+            amp = f"register_scaler: {type(e).__name__}: {str(e)[:150]}"
+            ok = False
     return ("PASS" if ok else "FAIL",
             f"{str(dtype)[6:]} autocast, {steps} steps, inf forced at step {k}: losses recorded "
             f"{len(losses)} (finite {int(np.isfinite(losses).sum())}); skipped per recorded scale "
             f"{skipped}, steps without optimizer time {no_opt}; gradients with NaN/Inf at "
             f"{k - 1}/{k}/{k + 1}: {nonfinite[k - 1]}/{nonfinite[k]}/{nonfinite[k + 1]} of "
             f"{len(grads)}; weights unchanged over the skip {same_after_skip}, changed before "
-            f"{moved_before}; scale {init_scale:g} -> {scales[-1]:g}; hook errors {errors}")
+            f"{moved_before}; scale {init_scale:g} -> {scales[-1]:g}; {amp}; hook errors {errors}")
 
 
 if __name__ == "__main__":
