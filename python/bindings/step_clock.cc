@@ -15,6 +15,11 @@
 // CPU loss is not a scalar. Flags set by the Python side say when. One-element device losses
 // are kept here (detached, no kernel) and handed over 16 at a time.
 //
+// PyTorch 2: every call into the Python hook runs with dynamo's frame callback off (DynamoOff),
+// so a torch.compile'd model never compiles the hook's own code; a GradScaler's step is wrapped
+// like the optimizer's and records the loss scale and the steps it skipped (ScalerStep). The
+// tests of those are tests/python/test_torch2.py.
+//
 // Errors follow the hook's contract: an Exception raised in a slow path is handed to
 // Hook._fail (counted, logged once) and the step goes on; BaseExceptions that are not
 // Exceptions (SystemExit from a preemption checkpoint, KeyboardInterrupt) propagate, as
@@ -28,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "rules/builtin/amp_scalars.h"
 #include "writer_py.h"
 
 namespace trainscope::pyb {
@@ -74,6 +80,11 @@ struct Strings {  // interned attribute and method names
   PyObject* slow_grads;
   PyObject* queue_backward_end;
   PyObject* maybe_raise_stop;
+  PyObject* slow_scaler_optimizer;
+  PyObject* scale;
+  PyObject* clone;
+  PyObject* found_inf;
+  PyObject* step_supports_amp_scaling;
 };
 Strings S;
 
@@ -104,6 +115,11 @@ bool InitStrings() {
       {&S.slow_grads, "_slow_grads"},
       {&S.queue_backward_end, "_queue_backward_end"},
       {&S.maybe_raise_stop, "_maybe_raise_stop"},
+      {&S.slow_scaler_optimizer, "_slow_scaler_optimizer"},
+      {&S.scale, "_scale"},
+      {&S.clone, "clone"},
+      {&S.found_inf, "found_inf"},
+      {&S.step_supports_amp_scaling, "_step_supports_amp_scaling"},
   };
   for (auto& n : names) {
     *n.slot = PyUnicode_InternFromString(n.text);
@@ -111,6 +127,15 @@ bool InitStrings() {
   }
   return true;
 }
+
+// Several calls of one criterion in one step (gradient accumulation): the step's value is their
+// mean, recorded again after each call (the store keeps the record written last).
+struct LossMean {
+  long long step = -1;
+  int mode = 0;
+  double sum = 0;
+  long long n = 0;
+};
 
 struct Clock {
   PyObject_HEAD PyObject* hook;  // the Python Hook (slow paths); strong, traversed by the GC
@@ -129,6 +154,10 @@ struct Clock {
   std::vector<char>* grad_seen;            // by parameter index, this save step
   PyObject* grads;                         // [(index, grad)] not yet taken by the hook
   long long grad_pending;                  // gradient hooks still to fire this save step
+  // torch._C._dynamo.eval_frame.set_eval_frame, or NULL: see DynamoOff
+  PyObject* set_eval_frame;
+  PyObject* optimizers;  // [weakref] of the optimizers whose step is an OptStep of this clock
+  std::vector<LossMean>* loss_means;  // by loss index: the running mean of the step's losses
 
   long long step;  // global step (the current one)
   int mode;        // 0 TRAIN, 1 EVAL, 2 PREDICT
@@ -150,6 +179,8 @@ struct Clock {
   char raise_stop;      // a stop was requested: ask Hook._maybe_raise_stop each step
   char loss_on_device;  // device_stats == "torch": losses take the device path
   char timing;          // accumulate the time spent in the callbacks into self_ns
+  char in_compiled;     // a call into the hook made while a torch.compile'd function runs
+  char forward_done;    // the open step's model forward has returned (Hook.state_dict)
 
   long long next_stop_check_ns;
   long long stop_check_ns;
@@ -164,6 +195,11 @@ struct Clock {
   long long bwd_ns;
   long long opt_ns;
 
+  long long opt_calls;       // calls of registered optimizers' step (a GradScaler skip: none)
+  long long compiled_calls;  // calls into the hook made under torch.compile
+  long long amp_skips;       // GradScaler steps that skipped optimizer.step()
+  long long amp_found_inf_index;  // in a ScalerStep of a fused optimizer: amp/skipped's index
+
   long long self_ns;  // with `timing`: ns spent in the callbacks (bench/step_overhead.py)
   long long self_by[kCallbacks];  // the same by callback (kCallbackNames)
   long long slow_calls;
@@ -171,10 +207,59 @@ struct Clock {
 
 PyTypeObject* ClockType = nullptr;
 PyTypeObject* OptStepType = nullptr;
+PyTypeObject* ScalerStepType = nullptr;
 PyTypeObject* TimedIterType = nullptr;
 PyTypeObject* CallbackType = nullptr;
 PyObject* InertHook = nullptr;     // _core.inert_hook: what copies of a hooked module get
 PyObject* InertFactory = nullptr;  // _core._inert() -> inert_hook (for pickling)
+
+// ---- calls into the Python hook ------------------------------------------------------------
+// While a torch.compile'd function runs, dynamo's frame callback sees every Python frame that is
+// called, including the hook's own: it compiled Hook._save_items into a graph of its own on a
+// save step of a model registered before torch.compile. Every call into the hook therefore runs
+// with the callback off, as torch._dynamo.disable does (set_eval_frame(None), then back), and
+// sets in_compiled meanwhile so the hook knows that layer hooks would land in compiled code.
+class DynamoOff {
+ public:
+  explicit DynamoOff(Clock* c) : c_(c) {
+    if (c->set_eval_frame == nullptr) return;
+    prior_ = PyObject_CallOneArg(c->set_eval_frame, Py_None);
+    if (prior_ == nullptr) {
+      PyErr_Clear();
+    } else if (prior_ == Py_None) {
+      Py_CLEAR(prior_);  // not under torch.compile: nothing to restore
+    } else {
+      was_compiled_ = c->in_compiled;
+      c->in_compiled = 1;
+      ++c->compiled_calls;
+    }
+  }
+  ~DynamoOff() {
+    if (prior_ == nullptr) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);  // a failed hook call's exception survives the restore
+    PyObject* r = PyObject_CallOneArg(c_->set_eval_frame, prior_);
+    if (r == nullptr) PyErr_Clear();
+    Py_XDECREF(r);
+    Py_DECREF(prior_);
+    PyErr_Restore(type, value, tb);
+    c_->in_compiled = was_compiled_;
+  }
+  DynamoOff(const DynamoOff&) = delete;
+  DynamoOff& operator=(const DynamoOff&) = delete;
+
+ private:
+  Clock* c_;
+  PyObject* prior_ = nullptr;
+  char was_compiled_ = 0;
+};
+
+// hook.<name>(a, b) (either may be NULL) with dynamo's frame callback off: a new reference or
+// NULL with the error set. Every call from the clock into the Python hook goes through here.
+PyObject* CallHook(Clock* c, PyObject* name, PyObject* a = nullptr, PyObject* b = nullptr) {
+  DynamoOff off(c);
+  return PyObject_CallMethodObjArgs(c->hook, name, a, b, nullptr);
+}
 
 // ---- errors --------------------------------------------------------------------------------
 // After a failed slow call: an Exception is reported to Hook._fail and cleared (returns true,
@@ -188,8 +273,7 @@ bool Absorb(Clock* c, const char* where) {
   PyErr_NormalizeException(&type, &value, &tb);
   if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
   PyObject* w = PyUnicode_FromString(where);
-  PyObject* r = w ? PyObject_CallMethodObjArgs(c->hook, S.fail, w, value ? value : Py_None, nullptr)
-                  : nullptr;
+  PyObject* r = w ? CallHook(c, S.fail, w, value ? value : Py_None) : nullptr;
   Py_XDECREF(w);
   if (r == nullptr) PyErr_Clear();
   Py_XDECREF(r);
@@ -203,7 +287,7 @@ bool Absorb(Clock* c, const char* where) {
 bool Slow(Clock* c, const char* where, PyObject* name, PyObject* a = nullptr,
           PyObject* b = nullptr) {
   ++c->slow_calls;
-  PyObject* r = PyObject_CallMethodObjArgs(c->hook, name, a, b, nullptr);
+  PyObject* r = CallHook(c, name, a, b);
   if (r != nullptr) {
     Py_DECREF(r);
     return true;
@@ -250,7 +334,7 @@ bool Advance(Clock* c, const char* where) {
   ++c->mode_steps[c->mode];
   if (!c->step_callbacks) return true;
   ++c->slow_calls;
-  PyObject* r = PyObject_CallMethodObjArgs(c->hook, S.run_step_callbacks, S.step, nullptr);
+  PyObject* r = CallHook(c, S.run_step_callbacks, S.step);
   if (r != nullptr) {
     Py_DECREF(r);
     return true;
@@ -260,6 +344,7 @@ bool Advance(Clock* c, const char* where) {
 
 bool OpenStep(Clock* c, int64_t now_us, const char* where) {
   c->open = 1;
+  c->forward_done = 0;
   c->step_start_us = c->pending_start_us ? c->pending_start_us : now_us;
   c->pending_start_us = 0;
   int64_t t = MonoNs();
@@ -326,7 +411,7 @@ PyObject* ModelPre(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   }
   if (c->record_phases) c->fwd_start_ns = MonoNs();
   if (c->raise_stop) {
-    PyObject* r = PyObject_CallMethodObjArgs(c->hook, S.maybe_raise_stop, nullptr);
+    PyObject* r = CallHook(c, S.maybe_raise_stop);
     if (r == nullptr) return nullptr;  // TrainingStopped: that is the point
     Py_DECREF(r);
   }
@@ -337,6 +422,7 @@ PyObject* ModelPre(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 PyObject* ModelPost(PyObject* self, PyObject* const*, Py_ssize_t) {
   Clock* c = reinterpret_cast<Clock*>(self);
   SelfTimer timer(c, 1);
+  c->forward_done = 1;
   if (c->record_phases && c->fwd_start_ns) c->fwd_ns = MonoNs() - c->fwd_start_ns;
   Py_RETURN_NONE;
 }
@@ -416,6 +502,33 @@ bool Keep(PyObject** slot, PyObject* item) {
   return rc == 0;
 }
 
+// Queues a scalar of the current step and mode, like the loss.
+void PendScalarRecord(Clock* c, const std::string& name, double value) {
+  ScalarRecord r;
+  r.name = name;
+  r.step = c->step;
+  r.mode = static_cast<Mode>(c->mode);
+  r.mode_step = c->mode_steps[c->mode];
+  r.value = value;
+  r.wall_us = WallUs();
+  c->pending->emplace_back(std::move(r));
+}
+
+// The mean of loss `index`'s values in the current step, this one included (LossMean).
+double StepMean(Clock* c, size_t index, double value) {
+  if (c->loss_means->size() <= index) c->loss_means->resize(index + 1);
+  LossMean& m = (*c->loss_means)[index];
+  if (m.step != c->step || m.mode != c->mode) {
+    m.step = c->step;
+    m.mode = c->mode;
+    m.sum = 0;
+    m.n = 0;
+  }
+  m.sum += value;
+  ++m.n;
+  return m.n == 1 ? value : m.sum / static_cast<double>(m.n);
+}
+
 // The criterion's forward hook (kLoss, or the wrapper of a loss function):
 // loss(index, module, inputs, output). Records losses/<name> on the steps the losses
 // collection saves.
@@ -443,7 +556,7 @@ PyObject* Loss(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       PyObject* m = PyLong_FromLong(mode);
       PyObject* st = PyLong_FromLongLong(ms);
       PyObject* r = (m && st)
-                        ? PyObject_CallMethodObjArgs(c->hook, S.slow_loss_next, m, st, nullptr)
+                        ? CallHook(c, S.slow_loss_next, m, st)
                         : nullptr;
       Py_XDECREF(m);
       Py_XDECREF(st);
@@ -488,14 +601,7 @@ PyObject* Loss(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       if (!Absorb(c, "loss")) return nullptr;
       Py_RETURN_NONE;
     }
-    ScalarRecord r;
-    r.name = (*c->loss_names)[idx];
-    r.step = c->step;
-    r.mode = static_cast<Mode>(mode);
-    r.mode_step = ms;
-    r.value = value;
-    r.wall_us = WallUs();
-    c->pending->emplace_back(std::move(r));
+    PendScalarRecord(c, (*c->loss_names)[idx], StepMean(c, static_cast<size_t>(idx), value));
     Py_RETURN_NONE;
   }
   if (numel == 1 && Py_TYPE(out) == reinterpret_cast<PyTypeObject*>(c->tensor_type)) {
@@ -698,6 +804,17 @@ PyObject* SetTorch(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
+// set_dynamo(set_eval_frame or None): see DynamoOff
+PyObject* SetDynamo(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  if (nargs != 1 || (args[0] != Py_None && !PyCallable_Check(args[0])))
+    return PyErr_Format(PyExc_TypeError, "set_dynamo(set_eval_frame or None)");
+  PyObject* fn = args[0] == Py_None ? nullptr : args[0];
+  Py_XINCREF(fn);
+  Py_XSETREF(c->set_eval_frame, fn);
+  Py_RETURN_NONE;
+}
+
 PyObject* SetStopType(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Clock* c = reinterpret_cast<Clock*>(self);
   if (nargs != 1 || !PyExceptionClass_Check(args[0]))
@@ -831,6 +948,186 @@ void HelperDealloc(PyObject* self) {
   Py_DECREF(tp);
 }
 
+// ---- GradScaler.step wrapper ----------------------------------------------------------------
+// hook.register_scaler(scaler) binds one to the scaler like the optimizer's (scaler, optimizer,
+// *args, **kwargs). GradScaler.step skips optimizer.step() when the gradients hold inf/NaN: the
+// optimizer's own wrapper (OptStep) not being called tells a skipped step without reading the
+// found-inf tensors again (on CUDA that would wait for the device). Optimizers that handle the
+// scaling themselves (fused Adam/AdamW/SGD: _step_supports_amp_scaling) are always called, with
+// the scaler's found_inf tensor as an attribute, which OptStep then records. Each call records
+// amp/loss_scale (the scale this step's backward used: update() has not run yet) and, on a
+// skipped step, amp/skipped = 1.
+using rules::kAmpLossScale;  // the names: src/rules/builtin/amp_scalars.h
+using rules::kAmpSkipped;
+
+// Bound to the scaler with types.MethodType, it holds GradScaler.step (the function) and a weak
+// reference to that scaler: a copy of the scaler (copy.deepcopy binds the same wrapper to the
+// copy; pickling restores the copy's own step) calls the plain step and records nothing.
+struct ScalerStep {
+  PyObject_HEAD vectorcallfunc vectorcall;
+  Clock* clock;
+  PyObject* state;          // (GradScaler.step function, weakref to the registered scaler)
+  long long scale_index;    // loss index of amp/loss_scale (device values take the loss path)
+  long long skipped_index;  // ... and of amp/skipped
+};
+
+// getattr(o, name) or NULL without an error when there is no such attribute (or it failed).
+PyObject* OptionalAttr(PyObject* o, PyObject* name) {
+  PyObject* r = nullptr;
+#if PY_VERSION_HEX >= 0x030D0000
+  if (PyObject_GetOptionalAttr(o, name, &r) < 0) PyErr_Clear();
+#else
+  if (_PyObject_LookupAttr(o, name, &r) < 0) PyErr_Clear();
+#endif
+  return r;
+}
+
+// True when `opt` is an optimizer whose step this clock wraps (register_optimizer).
+bool OwnsOptimizer(Clock* c, PyObject* opt) {
+  if (c->optimizers == nullptr) return false;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(c->optimizers); ++i) {
+    if (PyWeakref_GetObject(PyList_GET_ITEM(c->optimizers, i)) == opt) return true;
+  }
+  return false;
+}
+
+// A one-element tensor `t` for scalar `index` (a loss name): a CPU tensor is read in place into
+// *value (returns 1; the caller records it); a device one (or any, with device_stats="torch")
+// is copied (the scaler changes its tensors in place) and kept with the device losses
+// (returns 0). -1: failed, error set.
+int TensorScalar(Clock* c, PyObject* t, long long index, double* value) {
+  const long long on_cpu = c->loss_on_device ? 0 : TensorInt(c, t, kIsCpu, true);
+  if (on_cpu < 0) return -1;
+  if (on_cpu) return ReadCpuScalar(c, t, value) ? 1 : -1;
+  PyObject* copy = PyObject_CallMethodNoArgs(t, S.clone);
+  PyObject* item = copy ? Py_BuildValue("(LOLiL)", index, copy, c->step, c->mode,
+                                        c->mode_steps[c->mode])
+                        : nullptr;
+  Py_XDECREF(copy);
+  if (!Keep(&c->dev_losses, item)) return -1;
+  if (PyList_GET_SIZE(c->dev_losses) >= 16 && !Slow(c, "scaler", S.slow_dev_losses)) return -1;
+  return 0;
+}
+
+// OptStep of an optimizer that a ScalerStep calls: its found_inf (fused optimizers).
+bool RecordFoundInf(Clock* c, PyObject* opt) {
+  PyObject* t = OptionalAttr(opt, S.found_inf);
+  if (t == nullptr) return true;
+  double v = 0;
+  int r = PyObject_TypeCheck(t, reinterpret_cast<PyTypeObject*>(c->tensor_type))
+              ? TensorScalar(c, t, c->amp_found_inf_index, &v)
+              : 0;
+  Py_DECREF(t);
+  c->amp_found_inf_index = -1;  // seen: the step is not to be counted as skipped again
+  if (r < 0) return Absorb(c, "scaler");
+  if (r == 1 && v > 0) {
+    ++c->amp_skips;
+    PendScalarRecord(c, kAmpSkipped, 1.0);
+  }
+  return true;
+}
+
+PyObject* ScalerStepCall(PyObject* self, PyObject* const* args, size_t nargsf,
+                         PyObject* kwnames) {
+  ScalerStep* o = reinterpret_cast<ScalerStep*>(self);
+  Clock* c = o->clock;
+  PyObject* fn = PyTuple_GET_ITEM(o->state, 0);
+  const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  PyObject* scaler = n > 0 ? args[0] : nullptr;
+  PyObject* opt = n > 1 ? args[1] : nullptr;
+  if (scaler == nullptr || PyWeakref_GetObject(PyTuple_GET_ITEM(o->state, 1)) != scaler)
+    return PyObject_Vectorcall(fn, args, nargsf, kwnames);  // a copy of the scaler
+  const bool record = opt != nullptr && *c->writer && c->tensor_type;
+  bool fused = false;
+  if (record) {
+    SelfTimer timer(c, 4);
+    // an optimizer the hook does not wrap yet is registered first (its step must be seen)
+    if (!OwnsOptimizer(c, opt) && !Slow(c, "scaler", S.slow_scaler_optimizer, opt))
+      return nullptr;
+    PyObject* f = OptionalAttr(opt, S.step_supports_amp_scaling);
+    fused = f != nullptr && PyObject_IsTrue(f) > 0;
+    Py_XDECREF(f);
+    if (PyErr_Occurred()) PyErr_Clear();
+  }
+  const long long calls = c->opt_calls;
+  c->amp_found_inf_index = fused ? o->skipped_index : -1;
+  PyObject* r = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+  const bool seen_found_inf = fused && c->amp_found_inf_index < 0;
+  c->amp_found_inf_index = -1;
+  if (r == nullptr || !record) return r;
+  SelfTimer timer(c, 4);
+  PyObject* t = PyObject_GetAttr(scaler, S.scale);  // None before the first scaler.scale()
+  double v;
+  const int rc = t == nullptr ? -1
+                 : PyObject_TypeCheck(t, reinterpret_cast<PyTypeObject*>(c->tensor_type))
+                     ? TensorScalar(c, t, o->scale_index, &v)
+                     : 0;
+  Py_XDECREF(t);
+  if (rc == 1) PendScalarRecord(c, kAmpLossScale, v);
+  if (rc < 0 && !Absorb(c, "scaler")) {
+    Py_DECREF(r);
+    return nullptr;
+  }
+  if (!seen_found_inf && c->opt_calls == calls && OwnsOptimizer(c, opt)) {
+    ++c->amp_skips;
+    PendScalarRecord(c, kAmpSkipped, 1.0);
+  }
+  return r;
+}
+
+// __wrapped__ (inspect.signature) and __name__ (a bound method pickles as getattr(obj, name))
+PyObject* ScalerStepWrapped(PyObject* self, void*) {
+  PyObject* fn = PyTuple_GET_ITEM(reinterpret_cast<ScalerStep*>(self)->state, 0);
+  Py_INCREF(fn);
+  return fn;
+}
+
+PyObject* ScalerStepName(PyObject* self, void*) {
+  return PyObject_GetAttrString(PyTuple_GET_ITEM(reinterpret_cast<ScalerStep*>(self)->state, 0),
+                                "__name__");
+}
+
+PyMemberDef kScalerStepMembers[] = {
+    {const_cast<char*>("__vectorcalloffset__"), T_PYSSIZET, offsetof(ScalerStep, vectorcall),
+     READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyGetSetDef kScalerStepGetSet[] = {
+    {"__wrapped__", ScalerStepWrapped, nullptr, "the scaler's step function", nullptr},
+    {"__name__", ScalerStepName, nullptr, "the step function's name", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+// clock.scaler_step(scaler.step, scale_index, skipped_index) -> wrapper to bind to the scaler
+PyObject* WrapScalerStep(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  long long scale_index, skipped_index;
+  Clock* c = reinterpret_cast<Clock*>(self);
+  if (nargs != 3 || !PyMethod_Check(args[0]))
+    return PyErr_Format(PyExc_TypeError, "scaler_step(bound scaler.step, scale, skipped)");
+  if (!ArgInt(args[1], &scale_index) || !ArgInt(args[2], &skipped_index)) return nullptr;
+  const long long names = static_cast<long long>(c->loss_names->size());
+  if (scale_index < 0 || scale_index >= names || skipped_index < 0 || skipped_index >= names)
+    return PyErr_Format(PyExc_IndexError, "scaler_step: unknown scalar index");
+  PyObject* ref = PyWeakref_NewRef(PyMethod_GET_SELF(args[0]), nullptr);
+  PyObject* state = ref ? PyTuple_Pack(2, PyMethod_GET_FUNCTION(args[0]), ref) : nullptr;
+  Py_XDECREF(ref);
+  if (state == nullptr) return nullptr;
+  ScalerStep* o = PyObject_GC_New(ScalerStep, ScalerStepType);
+  if (o == nullptr) {
+    Py_DECREF(state);
+    return nullptr;
+  }
+  o->vectorcall = ScalerStepCall;
+  Py_INCREF(self);
+  o->clock = c;
+  o->state = state;
+  o->scale_index = scale_index;
+  o->skipped_index = skipped_index;
+  PyObject_GC_Track(o);
+  return reinterpret_cast<PyObject*>(o);
+}
+
 // ---- optimizer.step wrapper ---------------------------------------------------------------
 // Bound to the optimizer with types.MethodType (so LR schedulers, which rebind
 // optimizer.step through __func__.__get__, keep working): (optimizer, *args, **kwargs).
@@ -852,6 +1149,8 @@ PyObject* OptStepCall(PyObject* self, PyObject* const* args, size_t nargsf, PyOb
   }
   const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
   const Py_ssize_t skip = n > 0 ? 1 : 0;  // the bound optimizer: orig is bound already
+  ++c->opt_calls;
+  if (c->amp_found_inf_index >= 0 && n > 0 && !RecordFoundInf(c, args[0])) return nullptr;
   PyObject* r = PyObject_Vectorcall(o->orig, args + skip, static_cast<size_t>(n - skip), kwnames);
   c->opt_ns = MonoNs() - t0;
   return r;
@@ -878,6 +1177,17 @@ PyObject* OptStepDeepcopy(PyObject* self, PyObject*) {
   return fn;
 }
 
+// __wrapped__: the wrapped function (orig.__func__, or orig), so inspect.signature() of the
+// wrapper is the optimizer's (GradScaler.step asks it of fused optimizers' step)
+PyObject* OptStepWrapped(PyObject* self, void*) {
+  PyObject* orig = reinterpret_cast<OptStep*>(self)->orig;
+  PyObject* fn = PyObject_GetAttrString(orig, "__func__");
+  if (fn != nullptr) return fn;
+  PyErr_Clear();
+  Py_INCREF(orig);
+  return orig;
+}
+
 PyMethodDef kOptStepMethods[] = {
     {"__deepcopy__", OptStepDeepcopy, METH_O, "copies are the optimizer's own step"},
     {nullptr, nullptr, 0, nullptr},
@@ -889,14 +1199,25 @@ PyMemberDef kOptStepMembers[] = {
     {nullptr, 0, 0, 0, nullptr},
 };
 
+PyGetSetDef kOptStepGetSet[] = {
+    {"__wrapped__", OptStepWrapped, nullptr, "the optimizer's step function", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
 PyObject* WrapOptStep(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 1 || !PyCallable_Check(args[0]))
     return PyErr_Format(PyExc_TypeError, "opt_step(bound optimizer.step)");
+  Clock* c = reinterpret_cast<Clock*>(self);
+  if (PyMethod_Check(args[0])) {  // remember the optimizer (GradScaler steps check for it)
+    PyObject* ref = PyWeakref_NewRef(PyMethod_GET_SELF(args[0]), nullptr);
+    if (ref == nullptr) PyErr_Clear();
+    if (ref != nullptr && !Keep(&c->optimizers, ref)) return nullptr;
+  }
   OptStep* o = PyObject_GC_New(OptStep, OptStepType);
   if (o == nullptr) return nullptr;
   o->vectorcall = OptStepCall;
   Py_INCREF(self);
-  o->clock = reinterpret_cast<Clock*>(self);
+  o->clock = c;
   Py_INCREF(args[0]);
   o->orig = args[0];
   PyObject_GC_Track(o);
@@ -1058,6 +1379,8 @@ PyObject* ClockNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   c->pending = new std::vector<PyWriter::Staged>();
   c->loss_names = new std::vector<std::string>();
   c->grad_seen = new std::vector<char>();
+  c->loss_means = new std::vector<LossMean>();
+  c->amp_found_inf_index = -1;
   Py_INCREF(hook);
   c->hook = hook;
   c->auto_step = 1;
@@ -1080,6 +1403,8 @@ int ClockTraverse(PyObject* self, visitproc visit, void* arg) {
   for (PyObject* d : c->descr) Py_VISIT(d);
   Py_VISIT(c->dev_losses);
   Py_VISIT(c->grads);
+  Py_VISIT(c->set_eval_frame);
+  Py_VISIT(c->optimizers);
   return 0;
 }
 
@@ -1093,6 +1418,8 @@ int ClockClear(PyObject* self) {
   for (PyObject*& d : c->descr) Py_CLEAR(d);
   Py_CLEAR(c->dev_losses);
   Py_CLEAR(c->grads);
+  Py_CLEAR(c->set_eval_frame);
+  Py_CLEAR(c->optimizers);
   return 0;
 }
 
@@ -1105,6 +1432,7 @@ void ClockDealloc(PyObject* self) {
   delete c->pending;
   delete c->loss_names;
   delete c->grad_seen;
+  delete c->loss_means;
   tp->tp_free(self);
   Py_DECREF(tp);
 }
@@ -1136,6 +1464,12 @@ PyMemberDef kClockMembers[] = {
     TS_MEMBER(self_ns, T_LONGLONG, "with timing: ns spent in the callbacks"),
     TS_MEMBER(slow_calls, T_LONGLONG, "calls into the Python hook"),
     TS_MEMBER(grad_pending, T_LONGLONG, "gradient hooks still to fire this save step"),
+    TS_MEMBER(in_compiled, T_BOOL, "the current call into the hook came from torch.compile'd code"),
+    TS_MEMBER(forward_done, T_BOOL, "the open step's model forward has returned"),
+    TS_MEMBER(compiled_calls, T_LONGLONG, "calls into the hook made under torch.compile"),
+    TS_MEMBER(opt_calls, T_LONGLONG, "calls of registered optimizers' step"),
+    TS_MEMBER(amp_skips, T_LONGLONG,
+              "GradScaler steps seen to skip (not those a fused optimizer finds on a device)"),
     {nullptr, 0, 0, 0, nullptr},
 };
 #undef TS_MEMBER
@@ -1174,6 +1508,9 @@ PyMethodDef kClockMethods[] = {
     {"flush_pending", FlushPending, METH_NOARGS, "hands queued records to the writer"},
     TS_FAST("callback", MakeCallback, "callback(kind, index=None): a torch hook object"),
     TS_FAST("opt_step", WrapOptStep, "opt_step(optimizer.step) -> wrapper to bind"),
+    TS_FAST("scaler_step", WrapScalerStep,
+            "scaler_step(scaler.step, scale_index, skipped_index) -> wrapper to bind"),
+    TS_FAST("set_dynamo", SetDynamo, "set_dynamo(torch._C._dynamo.eval_frame.set_eval_frame)"),
     TS_FAST("timed_iter", WrapIter, "timed_iter(iterable) -> timed iterator"),
     {nullptr, nullptr, 0, nullptr},
 };
@@ -1200,6 +1537,7 @@ void InitStepClock(py::module_& m) {
       {Py_tp_doc, const_cast<char*>("optimizer.step wrapper of trainscope.Hook (private).")},
       {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
       {Py_tp_members, kOptStepMembers},
+      {Py_tp_getset, kOptStepGetSet},
       {Py_tp_descr_get, reinterpret_cast<void*>(OptStepGet)},
       {Py_tp_methods, kOptStepMethods},
       {Py_tp_dealloc, reinterpret_cast<void*>(HelperDealloc<OptStep, &OptStep::orig>)},
@@ -1210,6 +1548,20 @@ void InitStepClock(py::module_& m) {
   PyType_Spec opt_spec = {"trainscope._core.OptStep", sizeof(OptStep), 0,
                           Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
                           opt_slots};
+  PyType_Slot scaler_slots[] = {
+      {Py_tp_doc, const_cast<char*>("GradScaler.step wrapper of trainscope.Hook (private).")},
+      {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+      {Py_tp_members, kScalerStepMembers},
+      {Py_tp_getset, kScalerStepGetSet},
+      {Py_tp_descr_get, reinterpret_cast<void*>(OptStepGet)},
+      {Py_tp_dealloc, reinterpret_cast<void*>(HelperDealloc<ScalerStep, &ScalerStep::state>)},
+      {Py_tp_traverse, reinterpret_cast<void*>(HelperTraverse<ScalerStep, &ScalerStep::state>)},
+      {Py_tp_clear, reinterpret_cast<void*>(HelperClear<ScalerStep, &ScalerStep::state>)},
+      {0, nullptr},
+  };
+  PyType_Spec scaler_spec = {"trainscope._core.ScalerStep", sizeof(ScalerStep), 0,
+                             Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+                             scaler_slots};
   PyType_Slot iter_slots[] = {
       {Py_tp_doc, const_cast<char*>("Timed data loader iterator of trainscope.Hook.")},
       {Py_tp_iter, reinterpret_cast<void*>(PyObject_SelfIter)},
@@ -1245,10 +1597,15 @@ void InitStepClock(py::module_& m) {
   m.add_object("_inert", InertFactory);
   ClockType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&clock_spec));
   OptStepType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&opt_spec));
+  ScalerStepType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&scaler_spec));
   TimedIterType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&iter_spec));
-  if (!ClockType || !OptStepType || !TimedIterType) throw py::error_already_set();
+  if (!ClockType || !OptStepType || !ScalerStepType || !TimedIterType)
+    throw py::error_already_set();
   m.add_object("StepClock", reinterpret_cast<PyObject*>(ClockType));
   m.add_object("OptStep", reinterpret_cast<PyObject*>(OptStepType));
+  m.add_object("ScalerStep", reinterpret_cast<PyObject*>(ScalerStepType));
+  m.attr("AMP_LOSS_SCALE") = kAmpLossScale;
+  m.attr("AMP_SKIPPED") = kAmpSkipped;
   m.add_object("TimedIter", reinterpret_cast<PyObject*>(TimedIterType));
 }
 
