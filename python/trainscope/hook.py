@@ -22,6 +22,10 @@ calls are the C step clock's (python/bindings/step_clock.cc), which counts and t
 reads the loss and queues one StepRecord and one scalar (about 2-3 µs). Gradient hooks and
 layer forward hooks are registered only for the steps that save them and removed after them.
 
+PyTorch 2.1 or later: torch.compile'd models (either registration order), autocast and
+low-precision tensors, torch.amp.GradScaler (``register_scaler``) and clip_grad_norm_
+(``grad_norm/total``) are covered in docs/python.md.
+
 Failure policy: nothing the hook does raises into the training loop (except TrainingStopped
 when ``raise_on_stop=True``). Internal errors are logged once per place, counted, written as
 ``hook_error`` events, and after ``max_errors`` errors the hook stops saving tensors.
@@ -57,6 +61,12 @@ _RULES_LATENCY_MS = 20
 
 MIN_TORCH = (2, 1)
 
+# Scalars the hook records besides losses (docs/python.md). The amp ones are named in
+# src/rules/builtin/amp_scalars.h (the rules read them).
+AMP_LOSS_SCALE = _core.AMP_LOSS_SCALE
+AMP_SKIPPED = _core.AMP_SKIPPED
+GRAD_NORM_TOTAL = "grad_norm/total"
+
 
 def _torch_version(text: str) -> tuple:
     """(major, minor) of a torch version string such as '2.13.0+cpu' or '2.6.0a0+git1234'."""
@@ -84,6 +94,16 @@ def _require_torch() -> None:
     if _torch_version(str(found)) < MIN_TORCH:
         raise RuntimeError("trainscope.Hook needs PyTorch >= %d.%d; found torch %s at %s"
                            % (MIN_TORCH + (found, os.path.dirname(torch.__file__ or "?"))))
+
+
+def _set_eval_frame():
+    """torch._C._dynamo.eval_frame.set_eval_frame (what torch._dynamo.disable uses), or None
+    where torch has no dynamo (platforms without torch.compile)."""
+    try:
+        import torch
+        return torch._C._dynamo.eval_frame.set_eval_frame
+    except (ImportError, AttributeError):
+        return None
 
 
 def _now_us() -> int:
@@ -269,6 +289,7 @@ class Hook:
         # queue of StepRecords and losses. The properties below read and write it there.
         self._clock = _core.StepClock(self)
         self._clock.set_stop_type(TrainingStopped)
+        self._clock.set_dynamo(_set_eval_frame())  # calls into the hook run uncompiled
         self._mode_steps = _ModeArray(self._clock, 0)
         self._next_save = _ModeArray(self._clock, 1)  # first mode step that saves a tensor
         self._loss_next = _ModeArray(self._clock, 2)  # first mode step that saves the loss
@@ -286,6 +307,11 @@ class Hook:
         self._params: List[tuple] = []
         self._param_index: Dict[str, int] = {}
         self._modules: Dict[str, Any] = {}
+        self._compiled_modules: set = set()  # layers inside torch.compile'd code (no hooks)
+        self._compiled = False  # save steps were seen to begin inside torch.compile'd code
+        self._scalers: List[Any] = []  # registered GradScalers
+        self._amp_names: List[int] = []  # clock indexes of amp/loss_scale and amp/skipped
+        self._step_means: Dict[str, list] = {}  # name -> [step, mode, sum, n] (losses in Python)
         self._optimizers: List[Any] = []
         self._stop_reason: Optional[str] = None
         self._stop_raised = False
@@ -503,12 +529,15 @@ class Hook:
 
     def _register_module(self, module) -> None:
         self._model = module
-        self._params = [(n, p) for n, p in module.named_parameters()]
+        self._params = [(_plain_name(n), p) for n, p in module.named_parameters()]
         self._param_index = {n: i for i, (n, _) in enumerate(self._params)}
-        self._modules = {n: m for n, m in module.named_modules() if n}
-        # the clock's hook objects (copies of the module get inert ones: see step_clock.cc)
+        self._modules, self._compiled_modules = _modules_of(module)
+        # the clock's hook objects (copies of the module get inert ones: see step_clock.cc).
+        # On a torch.compile'd model (OptimizedModule) they go on the wrapper, whose hooks run
+        # outside the compiled code (its `training` is the original module's).
         self._handles.append(module.register_forward_pre_hook(self._clock.callback(0)))
         self._handles.append(module.register_forward_hook(self._clock.callback(1)))
+        _GradNormRecorder.add(self)
         self._targets = self._compute_targets()
         self._plan_cache.clear()
         self._active_memo = None
@@ -553,6 +582,32 @@ class Hook:
             if self.strict:
                 raise
             self._fail("register_optimizer", e)
+
+    def register_scaler(self, scaler) -> None:
+        """Follows a ``torch.amp.GradScaler``: records ``amp/loss_scale`` (the scale each step's
+        backward used) at every ``scaler.step(optimizer)`` and ``amp/skipped`` = 1 on the steps
+        it skipped because of inf/NaN gradients, and summarises gradients divided by the scale
+        (the gradients the optimizer uses). The optimizers it steps are registered too (their
+        step tells a skipped step). Wraps the instance's step method (C, like the optimizer's)."""
+        try:
+            import torch
+            self._clock.set_torch(torch.Tensor, torch.float32, torch.float64)
+            if not self._amp_names:
+                for name in (AMP_LOSS_SCALE, AMP_SKIPPED):  # their device values: loss path
+                    self._amp_names.append(self._clock.add_loss_name(name))
+                    self._loss_names.append(name)
+            scaler.step = types.MethodType(
+                self._clock.scaler_step(scaler.step, *self._amp_names), scaler)
+            self._scalers.append(scaler)
+        except Exception as e:
+            if self.strict:
+                raise
+            self._fail("register_scaler", e)
+
+    def _slow_scaler_optimizer(self, optimizer) -> None:
+        """scaler.step(optimizer) of an optimizer not registered yet: registered now (the
+        scaler then calls the new wrapper)."""
+        self.register_optimizer(optimizer)
 
     def wrap(self, loader: Iterable) -> Iterable:
         """Wraps a data loader: each batch's wait is recorded (StepRecord.data_wait_us) and,
@@ -669,11 +724,12 @@ class Hook:
                 pass
         self._handles = []
         self._remove_step_hooks()
-        for opt in self._optimizers:
+        for obj in self._optimizers + self._scalers:
             try:
-                del opt.step  # back to the class's method
+                del obj.step  # back to the class's method
             except Exception:
                 pass
+        _GradNormRecorder.remove(self)
         w = self._writer
         if w is not None:
             try:
@@ -813,7 +869,8 @@ class Hook:
             self._device_scalars.append((name, out.reshape(()), self.step_count, mode, ms))
             self._clock.dev_scalars = True
         else:
-            v = float(output.detach().float().mean())
+            v = self._step_mean(name, self.step_count, mode,
+                                float(output.detach().float().mean()))
             self._clock.pend_scalar(name, self.step_count, int(mode), ms, v, _now_us())
 
     def _slow_dev_losses(self) -> None:
@@ -840,12 +897,60 @@ class Hook:
         if not items or plan is None:
             return
         names = self._params
+        scale = self._grad_scale() if self._scalers else None
         batch = []
         for index, grad in items:
+            if scale is not None:  # GradScaler: the gradients the optimizer will use
+                if not isinstance(scale, float) and scale.device != grad.device:
+                    scale = scale.to(grad.device)
+                grad = grad / scale
             for full, flags, coll in plan.grads.get(names[index][0], ()):
                 batch.append((full, grad, flags, coll))
         self._save_items(batch)
         self._flush_batches(device=False)
+
+    def _grad_scale(self):
+        """The loss scale of this step's backward (a float, or a device tensor: no sync) of
+        the first enabled registered GradScaler; None without one or at scale 1."""
+        for scaler in self._scalers:
+            t = getattr(scaler, "_scale", None)
+            if t is None:
+                continue
+            if t.is_cpu and self.device_stats != "torch":
+                v = float(t)
+                return None if v == 1.0 else v
+            return t  # divided on its device (no sync)
+        return None
+
+    def _record_grad_norm(self, norm) -> None:
+        """clip_grad_norm_ returned `norm`: grad_norm/total at the current step
+        (_GradNormRecorder)."""
+        try:
+            if self._writer is None or self._closed:
+                return
+            mode = self.mode
+            ms, step = self._mode_steps[mode], self.step_count
+            if norm.is_cpu and self.device_stats != "torch":
+                self._clock.pend_scalar(GRAD_NORM_TOTAL, step, int(mode), ms, float(norm),
+                                        _now_us())
+            else:
+                self._device_scalars.append((GRAD_NORM_TOTAL, norm.detach().reshape(()), step,
+                                             mode, ms))
+                self._clock.dev_scalars = True
+        except Exception as e:
+            self._fail("grad norm", e)
+
+    def _step_mean(self, name: str, step: int, mode, value: float) -> float:
+        """The mean of `name`'s values in (step, mode) so far, this one included: several
+        calls of a criterion in one step (gradient accumulation) record their mean, as the
+        clock does for CPU losses."""
+        m = self._step_means.get(name)
+        if m is None or m[0] != step or m[1] != int(mode):
+            self._step_means[name] = [step, int(mode), value, 1]
+            return value
+        m[2] += value
+        m[3] += 1
+        return m[2] / m[3]
 
     def _queue_backward_end(self) -> None:
         """Asks autograd to call _on_backward_end when this backward pass finishes."""
@@ -940,6 +1045,12 @@ class Hook:
         active = self._active_collections(mode, ms)
         if not active or self._model is None:
             return
+        if self._clock.in_compiled and not self._compiled:
+            # The model's forward runs inside torch.compile'd code (registered before
+            # torch.compile, module.compile(), a compiled training step): layer hooks from now
+            # on would be traced into it; those kept from an eager save step go.
+            self._compiled = True
+            self._remove_step_hooks()
         plan = self._plan_cache.get(active)
         if plan is None:
             plan = self._make_plan(active)
@@ -973,16 +1084,31 @@ class Hook:
         self._clock.grad_begin(pending, len(self._params))
         if plan.params and not pending:  # no gradient will come: now
             self._flush_batches(device=False)
-        for mname in plan.outputs:
-            m = self._modules.get(mname)
-            if m is not None:
-                self._step_handles.append(m.register_forward_hook(
-                    functools.partial(self._on_output, mname)))
-        for mname in plan.inputs:
-            m = self._modules.get(mname)
-            if m is not None:
-                self._step_handles.append(m.register_forward_pre_hook(
-                    functools.partial(self._on_input, mname)))
+        for names, pre, fn in ((plan.outputs, False, self._on_output),
+                               (plan.inputs, True, self._on_input)):
+            for mname in names:
+                m = self._modules.get(mname)
+                if m is None:
+                    continue
+                if self._compiled or mname in self._compiled_modules:
+                    self._note_compiled_layer(mname)
+                    continue
+                register = m.register_forward_pre_hook if pre else m.register_forward_hook
+                self._step_handles.append(register(functools.partial(fn, mname)))
+
+    def _note_compiled_layer(self, mname: str) -> None:
+        """A layer hook not installed because the layer runs in compiled code: said once."""
+        if self._warned_compiled:
+            return
+        self._warned_compiled = True
+        msg = (f"trainscope: layer {mname!r} (and any other) runs inside torch.compile'd code: "
+               "its activations/inputs are not recorded (a hook there would be traced into "
+               "the graph); the model's parameters and gradients are")
+        log.warning(msg)
+        self.add_event("torch_compile", {"message": msg, "layer": mname,
+                                         "step": self.step_count})
+
+    _warned_compiled = False
 
     def _end_save(self) -> None:
         self._slow_grads()
@@ -1026,7 +1152,7 @@ class Hook:
     def _compute_targets(self) -> Dict[str, dict]:
         """Per collection: the tensors it selects, by source."""
         out = {}
-        leaf = {n for n, m in self._modules.items() if not any(True for _ in m.children())}
+        leaf = self._leaf_modules()
         for c in self._tensor_colls:
             t = {"param": [], "grad": [], "output": [], "input": []}
             try:
@@ -1077,6 +1203,20 @@ class Hook:
             if self._model is not None and not any(t.values()):
                 log.warning("trainscope: collection %r selects no tensor of the model", c.name)
         return out
+
+    def _leaf_modules(self) -> set:
+        """Modules without submodules a hook can go on: the leaves, and the OptimizedModule
+        wrapper of a compiled submodule (the layers inside it are leaves too, but get no hooks:
+        see _modules_of)."""
+        compiled = self._compiled_modules
+        inner = set()  # modules with a hookable module below them
+        for n in self._modules:
+            if n not in compiled:
+                parts = n.split(".")
+                inner.update(".".join(parts[:i]) for i in range(1, len(parts)))
+        return {n for n, m in self._modules.items()
+                if (n not in compiled and n not in inner)
+                or (n in compiled and not any(True for _ in m.children()))}
 
     def _make_plan(self, active: Sequence[str]) -> _Plan:
         plan = _Plan()
@@ -1240,6 +1380,10 @@ class Hook:
 
     def _write_device_scalars(self, items, result) -> None:
         for (name, _, step, mode, ms), v in zip(items, result[1]):
+            if name.startswith("losses/"):
+                v = self._step_mean(name, step, mode, float(v))
+            elif name == AMP_SKIPPED:  # a fused optimizer's found_inf, every step
+                v = 1.0 if v > 0 else 0.0
             self._write_scalar(name, v, step, mode, ms)
 
     def _write_scalar(self, name: str, value, step: int, mode: Mode, ms: int) -> None:
@@ -1464,9 +1608,16 @@ class Hook:
             self._fail("flush", e)
 
     def state_dict(self) -> dict:
-        """The step counters, so a resumed or rolled-back training continues the series."""
-        return {"step_count": self.step_count, "mode": int(self.mode),
-                "mode_steps": {str(int(m)): s for m, s in self._mode_steps.items()}}
+        """The step counters, so a resumed or rolled-back training continues the series: the
+        step the next forward (or ``hook.step()``) begins. Taken in the loop after
+        ``optimizer.step()``, the open step whose forward has run counts as done."""
+        steps = {m: s for m, s in self._mode_steps.items()}
+        step = self.step_count
+        if self._open and self._clock.forward_done:
+            step += 1
+            steps[self.mode] += 1
+        return {"step_count": step, "mode": int(self.mode),
+                "mode_steps": {str(int(m)): s for m, s in steps.items()}}
 
     def load_state_dict(self, state: dict) -> None:
         """Restores the step counters (at a step boundary); the steps recorded next overwrite
@@ -1507,6 +1658,36 @@ def _tensors_in(value, prefix: str = "", depth: int = 0):
             yield from _tensors_in(v, f"{prefix}/{k}", depth + 1)
 
 
+def _plain_name(name: str) -> str:
+    """A parameter or module name without the ``_orig_mod`` parts torch.compile adds
+    (``_orig_mod.fc1.weight`` -> ``fc1.weight``): names are those of the uncompiled model."""
+    if "_orig_mod" not in name:
+        return name
+    return ".".join(p for p in name.split(".") if p != "_orig_mod")
+
+
+def _modules_of(root):
+    """({name: module}, {names of the modules whose forward runs inside compiled code}), named
+    as in the uncompiled model. A submodule compiled with torch.compile is kept as its
+    OptimizedModule wrapper, whose hooks run outside the compiled code; the modules inside it,
+    every submodule of a compiled root, and modules compiled in place (``module.compile()``)
+    with theirs are in the second set: hooks on them are traced by dynamo (graph breaks, and
+    a hook removed after its save step would still be called by the compiled code)."""
+    modules, compiled = {}, set()
+    in_place = []  # names of modules compiled with module.compile()
+    for name, m in root.named_modules():
+        if getattr(m, "_compiled_call_impl", None) is not None:
+            in_place.append(name)
+        plain = _plain_name(name)
+        if not plain or plain in modules:  # the root, or the module an OptimizedModule wraps
+            continue
+        modules[plain] = m
+        if "_orig_mod" in name.split(".")[:-1] or any(
+                not p or name == p or name.startswith(p + ".") for p in in_place):
+            compiled.add(plain)
+    return modules, compiled
+
+
 class _TimedLoader:
     """Iterates a loader, recording how long each batch took to arrive (the iterator is the
     clock's: in automatic stepping it also ends the open step when the next batch is asked)."""
@@ -1523,6 +1704,62 @@ class _TimedLoader:
 
     def __iter__(self):
         return self._hook._clock.timed_iter(self._loader)
+
+
+class _GradNormRecorder:
+    """Records the total norm of every ``torch.nn.utils.clip_grad_norm_`` call as
+    ``grad_norm/total`` at the current step of each open hook with a registered model.
+
+    While such a hook exists, the function clip_grad_norm_ looks up at each call to compute the
+    norm (``torch.nn.utils.clip_grad._get_total_norm``) is replaced by one that also hands the
+    norm to the hooks, so a clip_grad_norm_ imported before the hook was created is covered too;
+    nothing of ours runs when clip_grad_norm_ is not called. Where torch has no such function,
+    ``clip_grad_norm_`` itself is replaced in ``torch.nn.utils`` and its module (calls through
+    a name imported earlier are then not seen). Restored when the last hook closes."""
+
+    _hooks: "weakref.WeakSet[Hook]" = weakref.WeakSet()
+    _patched: List[tuple] = []  # (module, attribute, original, ours)
+    _NORM_FUNCTION = "_get_total_norm"  # in torch.nn.utils.clip_grad where torch has it
+
+    @classmethod
+    def add(cls, hook: Hook) -> None:
+        cls._hooks.add(hook)
+        if cls._patched:
+            return
+        import torch.nn.utils
+        from torch.nn.utils import clip_grad
+        if hasattr(clip_grad, cls._NORM_FUNCTION):
+            targets = [(clip_grad, cls._NORM_FUNCTION)]
+        else:
+            targets = [(clip_grad, "clip_grad_norm_"), (torch.nn.utils, "clip_grad_norm_")]
+        for module, attr in targets:
+            orig = getattr(module, attr)
+            ours = cls._recording(orig)
+            setattr(module, attr, ours)
+            cls._patched.append((module, attr, orig, ours))
+
+    @classmethod
+    def _recording(cls, orig):
+        @functools.wraps(orig)
+        def recording(*args, **kwargs):
+            norm = orig(*args, **kwargs)
+            for h in list(cls._hooks):
+                h._record_grad_norm(norm)
+            return norm
+        return recording
+
+    @classmethod
+    def remove(cls, hook: Hook) -> None:
+        cls._hooks.discard(hook)
+        if cls._hooks:
+            return
+        kept = []
+        for module, attr, orig, ours in cls._patched:
+            if getattr(module, attr, None) is ours:
+                setattr(module, attr, orig)
+            else:  # someone wrapped ours since: it stays in use (and records nothing)
+                kept.append((module, attr, orig, ours))
+        cls._patched = kept
 
 
 # ---- close at exit -------------------------------------------------------------------------
