@@ -33,10 +33,18 @@ class Env {
   virtual Result<std::vector<std::string>> ListDir(const std::string& path);  // names, sorted
   virtual bool FileExists(const std::string& path);
   virtual bool IsDirectory(const std::string& path);
+  // The readers below never block and never read what is not a regular file: a path is opened
+  // with O_NONBLOCK, checked with fstat, and a FIFO, socket, device or directory is an
+  // IOError "PATH: not a regular file (a FIFO)". Reads are bounded by the size asked for.
   virtual Result<uint64_t> FileSize(const std::string& path);
   // Reads up to n bytes at offset; a short read at EOF is not an error.
   virtual Status ReadAt(const std::string& path, uint64_t offset, size_t n, std::string* out);
-  virtual Status ReadFile(const std::string& path, std::string* out);
+  // The whole file; a file of more than max_bytes is an IOError (nothing is read).
+  virtual Status ReadFile(const std::string& path, std::string* out,
+                          uint64_t max_bytes = UINT64_MAX);
+  // Whether another process holds an flock on `path` (a stream's LOCK): tries
+  // flock(LOCK_SH|LOCK_NB). false when the file does not exist.
+  virtual Result<bool> LockHeld(const std::string& path);
   // Writes a temp file, fsyncs it, renames it over `path`, fsyncs the directory.
   virtual Status WriteFileAtomic(const std::string& path, std::string_view contents);
   virtual Status RemoveFile(const std::string& path);

@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -148,38 +149,106 @@ bool Env::IsDirectory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-Result<uint64_t> Env::FileSize(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return PosixError(path, errno);
-  return static_cast<uint64_t>(st.st_size);
+namespace {
+
+const char* FileTypeName(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  return "not a plain file";
 }
 
-Status Env::ReadAt(const std::string& path, uint64_t offset, size_t n, std::string* out) {
-  out->clear();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+Status NotRegular(const std::string& path, mode_t m) {
+  return Status::IOError(path + ": not a regular file (" + FileTypeName(m) + ")");
+}
+
+// Opens `path` for reading without ever blocking (opening a FIFO for reading would wait for a
+// writer; O_NOCTTY keeps a terminal from becoming ours) and checks with fstat that it is a
+// regular file. On success the caller owns the descriptor.
+Result<int> OpenRegularForRead(const std::string& path, struct stat* st) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return PosixError(path, errno);
+  if (::fstat(fd, st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return PosixError(path, err);
+  }
+  if (!S_ISREG(st->st_mode)) {
+    ::close(fd);
+    return NotRegular(path, st->st_mode);
+  }
+  return fd;
+}
+
+// Reads n bytes at offset (fewer at EOF) into *out.
+Status PreadAll(int fd, const std::string& path, uint64_t offset, size_t n, std::string* out) {
   out->resize(n);
   size_t got = 0;
   while (got < n) {
     ssize_t r = ::pread(fd, out->data() + got, n - got, static_cast<off_t>(offset + got));
     if (r < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return PosixError(path, err);
+      out->clear();
+      return PosixError(path, errno);
     }
     if (r == 0) break;
     got += static_cast<size_t>(r);
   }
-  ::close(fd);
   out->resize(got);
   return Status::OK();
 }
 
-Status Env::ReadFile(const std::string& path, std::string* out) {
-  auto size = FileSize(path);
-  if (!size.ok()) return size.status();
-  return ReadAt(path, 0, static_cast<size_t>(*size), out);
+}  // namespace
+
+Result<uint64_t> Env::FileSize(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return PosixError(path, errno);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+Status Env::ReadAt(const std::string& path, uint64_t offset, size_t n, std::string* out) {
+  out->clear();
+  struct stat st;
+  auto fd = OpenRegularForRead(path, &st);
+  if (!fd.ok()) return fd.status();
+  // Never allocate more than the file holds (a size asked for may come from the file itself).
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  size_t want = offset >= size ? 0 : static_cast<size_t>(std::min<uint64_t>(n, size - offset));
+  Status s = PreadAll(*fd, path, offset, want, out);
+  ::close(*fd);
+  return s;
+}
+
+Status Env::ReadFile(const std::string& path, std::string* out, uint64_t max_bytes) {
+  out->clear();
+  struct stat st;
+  auto fd = OpenRegularForRead(path, &st);
+  if (!fd.ok()) return fd.status();
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  Status s;
+  if (size > max_bytes) {
+    s = Status::IOError(path + ": too large (" + std::to_string(size) + " bytes; at most " +
+                        std::to_string(max_bytes) + " expected)");
+  } else {
+    s = PreadAll(*fd, path, 0, static_cast<size_t>(size), out);
+  }
+  ::close(*fd);
+  return s;
+}
+
+Result<bool> Env::LockHeld(const std::string& path) {
+  struct stat st;
+  auto fd = OpenRegularForRead(path, &st);
+  if (!fd.ok()) {
+    if (fd.status().IsNotFound()) return false;
+    return fd.status();
+  }
+  bool held = ::flock(*fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(*fd);
+  return held;
 }
 
 Status Env::WriteFileAtomic(const std::string& path, std::string_view contents) {
