@@ -18,6 +18,9 @@ inline constexpr size_t kHeaderSize = 36;
 // and can resynchronise after corruption by testing 13-byte windows cheaply.
 inline constexpr size_t kFrameHeaderSize = 13;
 inline constexpr uint32_t kMaxPayload = 64u << 20;
+// A raw chunk's uncompressed bytes fit in one frame with room for the record's other fields,
+// so that it can always be stored uncompressed. Readers refuse raw_size > kMaxPayload.
+inline constexpr uint32_t kMaxRawChunkBytes = kMaxPayload - 4096;
 
 enum class RecordType : uint8_t {
   kNameDef = 1,

@@ -1,5 +1,7 @@
 #include "store/record_codec.h"
 
+#include <zstd.h>
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -29,6 +31,7 @@ void PutStepModeHead(std::string* out, int64_t step, uint8_t flags, int64_t mode
 bool GetStepModeHead(Decoder* d, int64_t* step, uint8_t* flags, Mode* mode, int64_t* mode_step) {
   if (!d->GetVarsint64(step) || !d->GetByte(flags)) return false;
   *mode = static_cast<Mode>(*flags & kFlagModeMask);
+  if (*mode == Mode::kGlobal) return false;  // mode bits 3 mean "any mode" only in readers
   if (*flags & kFlagModeStepSame) {
     *mode_step = *step;
     return true;
@@ -42,23 +45,61 @@ void PutShape(std::string* out, DType dtype, const std::vector<int64_t>& shape) 
   for (int64_t dim : shape) PutVarsint64(out, dim);
 }
 
+// A known dtype and dims >= 0.
 bool GetShape(Decoder* d, DType* dtype, std::vector<int64_t>* shape) {
   uint8_t t;
   uint64_t ndim;
   if (!d->GetByte(&t) || !d->GetVarint64(&ndim) || ndim > 64) return false;
   *dtype = static_cast<DType>(t);
+  if (DTypeSize(*dtype) == 0) return false;
   shape->resize(ndim);
   for (auto& dim : *shape) {
-    if (!d->GetVarsint64(&dim)) return false;
+    if (!d->GetVarsint64(&dim) || dim < 0) return false;
   }
   return true;
 }
 
 bool GetTime(Decoder* d, int64_t base_us, int64_t* wall_us) {
   int64_t delta;
-  if (!d->GetVarsint64(&delta)) return false;
-  *wall_us = base_us + delta;
-  return true;
+  return d->GetVarsint64(&delta) && !__builtin_add_overflow(base_us, delta, wall_us);
+}
+
+// The most bytes a zstd frame of `stored` bytes can decompress to: a block holds at most
+// 128 KiB and takes at least 4 bytes (an RLE block: 3-byte header and the byte).
+uint64_t ZstdMaxOutput(size_t stored) { return (uint64_t{stored} / 4 + 1) << 17; }
+
+// A raw chunk's sizes agree with each other, with its shape and with the bytes stored.
+bool ValidRawChunk(const RawTensorRecord& meta, const RawChunkHeader& h, std::string_view chunk) {
+  uint64_t tensor_bytes;
+  if (h.chunk_count == 0 || h.chunk_index >= h.chunk_count || h.raw_size > format::kMaxPayload ||
+      h.raw_size > h.total_size || !TensorBytes(meta.dtype, meta.shape, &tensor_bytes) ||
+      tensor_bytes != h.total_size)
+    return false;
+  // Chunks of one tensor hold `c` bytes each, the last one the rest (1..c): so there are at
+  // most total_size of them, a middle chunk's c satisfies (count-1)·c < total <= count·c, and a
+  // lone chunk holds everything.
+  if (h.chunk_count == 1) {
+    if (h.raw_size != h.total_size) return false;
+  } else {
+    if (h.chunk_count > h.total_size || h.raw_size == 0 ||
+        h.total_size / format::kMaxPayload > h.chunk_count)
+      return false;
+    if (h.chunk_index + 1 < h.chunk_count) {
+      unsigned __int128 c = h.raw_size;
+      if (c * (h.chunk_count - 1) >= h.total_size || c * h.chunk_count < h.total_size)
+        return false;
+    }
+  }
+  switch (h.compression) {
+    case format::kCompressionNone:
+      return chunk.size() == h.raw_size;
+    case format::kCompressionZstd:
+      return h.raw_size <= ZstdMaxOutput(chunk.size()) &&
+             ZSTD_getFrameContentSize(chunk.data(), chunk.size()) == h.raw_size &&
+             ZSTD_findFrameCompressedSize(chunk.data(), chunk.size()) == chunk.size();
+    default:
+      return false;
+  }
 }
 
 }  // namespace
@@ -142,8 +183,10 @@ bool DecodeSummary(std::string_view in, int64_t base_us, uint64_t* name_id, Summ
     if (!d.GetDouble(v)) return false;
   }
   for (uint64_t* c : {&s.nan, &s.pos_inf, &s.neg_inf, &s.zeros, &s.negatives, &s.positives}) {
-    if (!d.GetVarint64(c)) return false;
+    if (!d.GetVarint64(c) || *c > s.count) return false;
   }
+  // Non-finite elements are some of the elements (finite() must not wrap around).
+  if (s.pos_inf > s.count - s.nan || s.neg_inf > s.count - s.nan - s.pos_inf) return false;
   uint64_t finite = s.finite();
   s.abs_mean = finite ? s.l1 / static_cast<double>(finite) : std::nan("");
   s.histogram = Histogram{};
@@ -157,6 +200,16 @@ bool DecodeSummary(std::string_view in, int64_t base_us, uint64_t* name_id, Summ
       if (!d.GetVarint64(&c)) return false;
     }
   }
+  return true;
+}
+
+bool TensorBytes(DType dtype, const std::vector<int64_t>& shape, uint64_t* bytes) {
+  uint64_t n = DTypeSize(dtype);
+  if (n == 0) return false;
+  for (int64_t dim : shape) {
+    if (dim < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(dim), &n)) return false;
+  }
+  *bytes = n;
   return true;
 }
 
@@ -184,9 +237,8 @@ bool DecodeRawChunk(std::string_view in, int64_t base_us, uint64_t* name_id, Raw
       !d.GetVarint64(&h->chunk_index) || !d.GetVarint64(&h->chunk_count) ||
       !d.GetByte(&h->compression) || !d.GetVarint64(&h->raw_size) || !d.GetVarint64(&h->total_size))
     return false;
-  if (h->chunk_count == 0 || h->chunk_index >= h->chunk_count) return false;
   *chunk = d.rest();
-  return true;
+  return ValidRawChunk(*meta, *h, *chunk);
 }
 
 void EncodeStep(const StepRecord& r, int64_t base_us, std::string* out) {
@@ -202,12 +254,12 @@ bool DecodeStep(std::string_view in, int64_t base_us, StepRecord* r) {
   uint8_t flags;
   int64_t dur;
   if (!GetStepModeHead(&d, &r->step, &flags, &r->mode, &r->mode_step) ||
-      !GetTime(&d, base_us, &r->start_us) || !d.GetVarsint64(&dur))
+      !GetTime(&d, base_us, &r->start_us) || !d.GetVarsint64(&dur) || dur < 0 ||
+      __builtin_add_overflow(r->start_us, dur, &r->end_us))
     return false;
-  r->end_us = r->start_us + dur;
   for (int64_t* v : {&r->data_wait_us, &r->forward_us, &r->backward_us, &r->optimizer_us}) {
     uint64_t u;
-    if (!d.GetVarint64(&u)) return false;
+    if (!d.GetVarint64(&u) || u > uint64_t{INT64_MAX}) return false;
     *v = static_cast<int64_t>(u) - 1;
   }
   return true;
@@ -227,7 +279,10 @@ bool DecodeSystemSample(std::string_view in, int64_t base_us, SystemSampleRecord
                         std::vector<uint64_t>* ids) {
   Decoder d(in);
   uint64_t n;
-  if (!GetTime(&d, base_us, &r->wall_us) || !d.GetVarint64(&n) || n > d.remaining()) return false;
+  constexpr uint64_t kMinMetricBytes = 9;  // varint id, double value
+  if (!GetTime(&d, base_us, &r->wall_us) || !d.GetVarint64(&n) ||
+      n > d.remaining() / kMinMetricBytes)
+    return false;
   r->metrics.resize(n);
   ids->resize(n);
   for (size_t i = 0; i < n; ++i) {

@@ -1,12 +1,18 @@
 // Encoding and decoding of record payloads (the bytes after the frame header), as specified in
 // docs/format.md. Names are interned per segment: encoders take a name id, decoders return it,
 // and the segment layer keeps the id -> name table (kNameDef records).
-// All decoders are total: malformed input returns false, never reads out of bounds.
+// All decoders are total: malformed input returns false, never reads out of bounds. They also
+// return false for values no writer produces (docs/format.md, "What a reader checks"): mode
+// bits 3, an unknown dtype, a negative dimension, a time that overflows, a step that ends before
+// it starts, more non-finite elements than elements, raw-chunk sizes that disagree with each
+// other, with the shape or with the stored bytes. Counts read from the payload are bounded by
+// the payload's size before anything is allocated for them.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "trainscope/types.h"
 
@@ -30,6 +36,9 @@ struct RawChunkHeader {
   uint64_t raw_size = 0;    // uncompressed bytes of this chunk
   uint64_t total_size = 0;  // uncompressed bytes of the whole tensor
 };
+// Bytes of a row-major tensor of this dtype and shape; false for an unknown dtype, a negative
+// dimension, or a size beyond 64 bits. A raw tensor's data must be exactly this long.
+bool TensorBytes(DType dtype, const std::vector<int64_t>& shape, uint64_t* bytes);
 void EncodeRawChunk(uint64_t name_id, const RawTensorRecord& meta, const RawChunkHeader& h,
                     std::string_view chunk, int64_t base_us, std::string* out);
 // `chunk` points into `in`.

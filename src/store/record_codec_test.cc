@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <zstd.h>
+
 #include <cmath>
 #include <limits>
+
+#include "util/coding.h"
 
 namespace trainscope::codec {
 namespace {
@@ -111,16 +115,16 @@ TEST(RecordCodec, StepRawEventStatsRuleEvent) {
   EXPECT_EQ(gs.optimizer_us, 0);
   EXPECT_EQ(gs.mode, Mode::kPredict);
 
-  RawTensorRecord meta{"", 9, Mode::kTrain, 9, DType::kFloat32, {2, 2}, "", kBase};
-  RawChunkHeader h{1, 3, 1, 16, 40};
+  RawTensorRecord meta{"", 9, Mode::kTrain, 9, DType::kFloat32, {2, 5}, "", kBase};
+  RawChunkHeader h{1, 3, 0, 16, 40};  // 40 bytes in chunks of 16: this is the middle one
   b.clear();
-  EncodeRawChunk(4, meta, h, "abc", kBase, &b);
+  EncodeRawChunk(4, meta, h, std::string(16, 'c'), kBase, &b);
   uint64_t id;
   RawTensorRecord gm;
   RawChunkHeader gh;
   std::string_view chunk;
   ASSERT_TRUE(DecodeRawChunk(b, kBase, &id, &gm, &gh, &chunk));
-  EXPECT_EQ(chunk, "abc");
+  EXPECT_EQ(chunk, std::string(16, 'c'));
   EXPECT_EQ(gh.chunk_count, 3u);
   EXPECT_EQ(gh.total_size, 40u);
 
@@ -143,6 +147,98 @@ TEST(RecordCodec, StepRawEventStatsRuleEvent) {
   EXPECT_EQ(gr.tensors, re.tensors);
   EXPECT_EQ(gr.details_json, R"({"nan":3})");
   EXPECT_FALSE(DecodeRuleEvent("{not json", &gr));
+}
+
+// ---- values no writer produces (issue 18): each one makes its record undecodable ----------
+
+bool RawDecodes(const RawTensorRecord& meta, const RawChunkHeader& h, std::string_view data) {
+  std::string b;
+  EncodeRawChunk(0, meta, h, data, kBase, &b);
+  uint64_t id;
+  RawTensorRecord m;
+  RawChunkHeader g;
+  std::string_view chunk;
+  return DecodeRawChunk(b, kBase, &id, &m, &g, &chunk);
+}
+
+TEST(RecordCodec, RawChunkSizesMustAgreeWithEachOtherTheShapeAndTheBytes) {
+  RawTensorRecord m{"", 1, Mode::kTrain, 1, DType::kUInt8, {40}, "", kBase};
+  const std::string d16(16, 'x');
+  EXPECT_TRUE(RawDecodes(m, {1, 3, 0, 16, 40}, d16));
+  EXPECT_TRUE(RawDecodes(m, {2, 3, 0, 8, 40}, std::string(8, 'x')));  // the last one
+  EXPECT_FALSE(RawDecodes(m, {1, uint64_t{1} << 62, 0, 16, 40}, d16)) << "chunk count";
+  EXPECT_FALSE(RawDecodes(m, {0, uint64_t{1} << 40, 0, 16, 40}, d16)) << "chunk count";
+  EXPECT_FALSE(RawDecodes(m, {1, 3, 0, 16, uint64_t{1} << 62}, d16)) << "total vs shape";
+  EXPECT_FALSE(RawDecodes(m, {1, 3, 0, 10, 40}, std::string(10, 'x'))) << "3 x 10 < 40";
+  EXPECT_FALSE(RawDecodes(m, {0, 1, 0, 16, 40}, d16)) << "a lone chunk holds everything";
+  EXPECT_FALSE(RawDecodes(m, {1, 3, 0, 16, 40}, "abc")) << "stored bytes != raw_size";
+  EXPECT_FALSE(RawDecodes(m, {1, 3, 7, 16, 40}, d16)) << "unknown compression";
+  RawTensorRecord big = m;
+  big.shape = {int64_t{1} << 40};
+  EXPECT_FALSE(RawDecodes(big, {0, 1, 0, uint64_t{1} << 40, uint64_t{1} << 40}, d16))
+      << "a chunk larger than a frame";
+  RawTensorRecord bad = m;
+  bad.shape = {-40};
+  EXPECT_FALSE(RawDecodes(bad, {0, 1, 0, 40, 40}, std::string(40, 'x'))) << "negative dim";
+  bad.shape = {int64_t{1} << 62, 8};
+  EXPECT_FALSE(RawDecodes(bad, {0, 1, 0, 0, 0}, "")) << "element count overflows";
+  bad = m;
+  bad.dtype = static_cast<DType>(99);
+  EXPECT_FALSE(RawDecodes(bad, {0, 1, 0, 40, 40}, std::string(40, 'x'))) << "unknown dtype";
+}
+
+TEST(RecordCodec, ZstdChunkMustDecompressToItsRawSize) {
+  RawTensorRecord m{"", 1, Mode::kTrain, 1, DType::kUInt8, {4096}, "", kBase};
+  std::string zeros(4096, '\0'), z(ZSTD_compressBound(zeros.size()), '\0');
+  z.resize(ZSTD_compress(z.data(), z.size(), zeros.data(), zeros.size(), 1));
+  EXPECT_TRUE(RawDecodes(m, {0, 1, 1, 4096, 4096}, z));
+  RawTensorRecord huge = m;
+  huge.shape = {int64_t{1} << 40};
+  EXPECT_FALSE(RawDecodes(huge, {0, 1, 1, uint64_t{1} << 40, uint64_t{1} << 40}, z));
+  huge.shape = {60u << 20};  // fits a frame, but not what 20 stored bytes can decompress to
+  EXPECT_FALSE(RawDecodes(huge, {0, 1, 1, 60u << 20, 60u << 20}, z.substr(0, 20)));
+  EXPECT_FALSE(RawDecodes(m, {0, 1, 1, 4096, 4096}, z + "trailing"));
+  EXPECT_FALSE(RawDecodes(m, {0, 1, 1, 4096, 4096}, "\x28\xb5\x2f\xfd garbage"));
+}
+
+TEST(RecordCodec, ImpossibleModesTimesAndCountsDoNotDecode) {
+  uint64_t id;
+  ScalarRecord sr;
+  std::string b;
+  EncodeScalar(0, {"", 1, Mode::kGlobal, 1, 0.5, kBase}, kBase, &b);  // mode bits 3
+  EXPECT_FALSE(DecodeScalar(b, kBase, &id, &sr));
+  b.clear();
+  EncodeScalar(0, {"", 1, Mode::kTrain, 1, 0.5, kBase + 10}, kBase, &b);
+  EXPECT_FALSE(DecodeScalar(b, std::numeric_limits<int64_t>::max(), &id, &sr)) << "time wraps";
+
+  StepRecord st;
+  b.clear();
+  EncodeStep({5, Mode::kTrain, 5, kBase + 5000, kBase, -1, -1, -1, -1}, kBase, &b);
+  EXPECT_FALSE(DecodeStep(b, kBase, &st)) << "ends before it starts";
+  b.clear();
+  EncodeStep({5, Mode::kTrain, 5, kBase, kBase, -1, -1, -1, -1}, kBase, &b);
+  b.resize(b.size() - 4);
+  PutVarint64(&b, ~uint64_t{0});  // data wait of 2^64 - 2 us
+  b.append(3, '\0');
+  EXPECT_FALSE(DecodeStep(b, kBase, &st)) << "a phase beyond int64";
+
+  SummaryRecord sum;
+  sum.shape = {4};
+  sum.stats.count = 4;
+  sum.stats.nan = 3;
+  sum.stats.pos_inf = 2;
+  b.clear();
+  EncodeSummary(0, sum, kBase, &b);
+  SummaryRecord gs;
+  EXPECT_FALSE(DecodeSummary(b, kBase, &id, &gs)) << "5 non-finite of 4 elements";
+
+  std::string ss;
+  PutVarsint64(&ss, 0);
+  PutVarint64(&ss, uint64_t{1} << 40);  // metrics claimed, none present
+  ss.append(20, '\0');
+  SystemSampleRecord sys;
+  std::vector<uint64_t> ids;
+  EXPECT_FALSE(DecodeSystemSample(ss, kBase, &sys, &ids));
 }
 
 }  // namespace
