@@ -1,5 +1,6 @@
 #include "store/segment.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -34,6 +35,88 @@ size_t Resync(std::string_view buf, size_t p) {
     if (n != 0 && n != kIncomplete) return q;
   }
   return std::string_view::npos;
+}
+
+// True when the 13 bytes at buf[p] are a frame header a writer could have written (its CRC
+// matches, type and length are in range), whatever follows it.
+bool IntactHeader(std::string_view buf, size_t p) {
+  if (buf.size() - p < format::kFrameHeaderSize) return false;
+  const char* h = buf.data() + p;
+  return crc32c::Unmask(DecodeFixed32(h + 9)) == crc32c::Value(h, 9) && h[4] != 0 &&
+         DecodeFixed32(h) <= format::kMaxPayload;
+}
+
+bool AllZero(std::string_view b) {
+  return std::all_of(b.begin(), b.end(), [](char c) { return c == 0; });
+}
+
+constexpr uint64_t kNone = UINT64_MAX;
+constexpr size_t kMaxFrame = format::kFrameHeaderSize + format::kMaxPayload;
+
+// A scan carried across windows: the bad region not yet closed by a valid frame, if any.
+struct ScanState {
+  uint64_t bad_from = kNone;
+  bool bad_looks_torn = false;  // intact or cut header at its start (then anything may follow)
+  bool bad_all_zero = true;     // so far, every byte of the region is zero
+
+  void Open(std::string_view buf, size_t p, uint64_t base, bool last) {
+    bad_from = base + p;
+    bad_looks_torn = IntactHeader(buf, p) || (last && buf.size() - p < format::kFrameHeaderSize);
+    bad_all_zero = true;
+  }
+  void Extend(std::string_view buf, size_t from, size_t to) {
+    if (!bad_looks_torn && bad_all_zero) bad_all_zero = AllZero(buf.substr(from, to - from));
+  }
+  void Close(uint64_t at, const ScanCallbacks& cb) {
+    if (bad_from == kNone) return;
+    if (cb.on_corrupt) cb.on_corrupt(bad_from, at - bad_from);
+    bad_from = kNone;
+  }
+};
+
+// Scans one window `buf` of file bytes starting at file offset `base`. `last`: the window ends
+// where the file ends now. Returns the file offset where the next window must start.
+uint64_t ScanWindow(std::string_view buf, uint64_t base, bool last, bool final, ScanState* st,
+                    const ScanCallbacks& cb) {
+  size_t p = 0;
+  while (p < buf.size()) {
+    size_t n = CheckFrame(buf, p);
+    if (n != 0 && n != kIncomplete) {
+      st->Close(base + p, cb);
+      if (cb.on_frame) {
+        cb.on_frame(base + p, static_cast<uint8_t>(buf[p + 4]),
+                    buf.substr(p + format::kFrameHeaderSize, n - format::kFrameHeaderSize));
+      }
+      p += n;
+      continue;
+    }
+    if (n == kIncomplete && !last) return base + p;  // completed by the next window
+    // Bad, or incomplete at the end of the file. A valid frame later closes the region.
+    if (st->bad_from == kNone) st->Open(buf, p, base, last);
+    size_t q = Resync(buf, p);
+    if (q != std::string_view::npos) {
+      p = q;
+      continue;
+    }
+    if (!last) {
+      // A frame starting before size - kMaxFrame would have been complete in this window and
+      // found: the next window starts at the first position not fully tried.
+      size_t next = std::max(p + 1, buf.size() > kMaxFrame ? buf.size() - kMaxFrame : size_t{0});
+      st->Extend(buf, p, next);
+      return base + next;
+    }
+    st->Extend(buf, p, buf.size());
+    uint64_t end = base + buf.size();
+    if (!final) return end;  // pending: the caller keeps st->bad_from as its position
+    if (st->bad_looks_torn || st->bad_all_zero) {
+      if (cb.on_torn_tail) cb.on_torn_tail(st->bad_from, end - st->bad_from);
+      st->bad_from = kNone;
+    } else {
+      st->Close(end, cb);  // not the prefix of any record: damage, not a crash
+    }
+    return end;
+  }
+  return base + p;
 }
 
 }  // namespace
@@ -109,29 +192,25 @@ bool ParseSegmentFileName(std::string_view name, uint64_t* seq) {
 }
 
 size_t ScanFrames(std::string_view buf, uint64_t base, bool final, const ScanCallbacks& cb) {
-  size_t p = 0;
-  while (p < buf.size()) {
-    size_t n = CheckFrame(buf, p);
-    if (n != 0 && n != kIncomplete) {
-      if (cb.on_frame) {
-        cb.on_frame(base + p, static_cast<uint8_t>(buf[p + 4]),
-                    buf.substr(p + format::kFrameHeaderSize, n - format::kFrameHeaderSize));
-      }
-      p += n;
-      continue;
-    }
-    // Bad or incomplete frame at p. A valid frame later means p..q is corruption.
-    size_t q = Resync(buf, p);
-    if (q != std::string_view::npos) {
-      if (cb.on_corrupt) cb.on_corrupt(base + p, q - p);
-      p = q;
-      continue;
-    }
-    if (!final) return p;  // may still be completed by the writer
-    if (cb.on_torn_tail) cb.on_torn_tail(base + p, buf.size() - p);
-    return buf.size();
+  ScanState st;
+  uint64_t next = ScanWindow(buf, base, true, final, &st, cb);
+  return static_cast<size_t>((st.bad_from != kNone ? st.bad_from : next) - base);
+}
+
+Result<uint64_t> ScanFile(Env* env, const std::string& path, uint64_t offset, uint64_t end,
+                          bool final, const ScanCallbacks& cb) {
+  static_assert(kScanWindow > kMaxFrame, "every window must hold a whole frame");
+  ScanState st;
+  std::string buf;
+  uint64_t pos = offset;
+  while (pos < end) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(kScanWindow, end - pos));
+    TS_RETURN_IF_ERROR(env->ReadAt(path, pos, n, &buf));
+    bool last = pos + buf.size() >= end || buf.size() < n;  // a shorter read: the file shrank
+    pos = ScanWindow(buf, pos, last, final, &st, cb);
+    if (last) break;
   }
-  return p;
+  return st.bad_from != kNone ? st.bad_from : pos;
 }
 
 std::vector<const IndexEntry*> SegmentIndex::Find(std::string_view name, int64_t step,
@@ -166,29 +245,41 @@ std::string EncodeIndex(const SegmentIndex& index) {
 bool DecodeIndex(std::string_view payload, SegmentIndex* index) {
   Decoder d(payload);
   uint64_t n_names, n_entries;
+  // Counts come from the file: grow with what actually decodes, never by a count up front.
   if (!d.GetVarint64(&index->data_records) || !d.GetVarint64(&n_names) || n_names > d.remaining())
     return false;
-  index->names.resize(n_names);
-  for (auto& n : index->names) {
+  index->names.clear();
+  index->names.reserve(static_cast<size_t>(n_names));
+  for (uint64_t i = 0; i < n_names; ++i) {
     std::string_view s;
     if (!d.GetLengthPrefixed(&s)) return false;
-    n.assign(s);
+    index->names.emplace_back(s);
   }
-  if (!d.GetVarint64(&n_entries) || n_entries > d.remaining()) return false;
-  index->entries.resize(n_entries);
+  constexpr uint64_t kMinEntryBytes = 5;  // five fields of at least one byte each
+  if (!d.GetVarint64(&n_entries) || n_entries > d.remaining() / kMinEntryBytes) return false;
+  index->entries.clear();
+  index->entries.reserve(static_cast<size_t>(n_entries));
   uint64_t prev = 0;
-  for (auto& e : index->entries) {
+  for (uint64_t i = 0; i < n_entries; ++i) {
+    IndexEntry e;
     uint64_t name_index, delta, chunk;
     uint8_t b;
     if (!d.GetVarint64(&name_index) || !d.GetVarsint64(&e.step) || !d.GetByte(&b) ||
-        !d.GetVarint64(&delta) || !d.GetVarint64(&chunk) || name_index >= n_names)
+        !d.GetVarint64(&delta) || !d.GetVarint64(&chunk) || name_index >= n_names ||
+        chunk > UINT32_MAX || delta > UINT64_MAX - prev)
       return false;
     e.name_index = static_cast<uint32_t>(name_index);
     e.mode = static_cast<Mode>(b & 3);
     e.type = static_cast<uint8_t>(b >> 2);
+    if (e.mode == Mode::kGlobal ||
+        (e.type != uint8_t(format::RecordType::kScalar) &&
+         e.type != uint8_t(format::RecordType::kTensorSummary) &&
+         e.type != uint8_t(format::RecordType::kRawChunk)))
+      return false;
     e.offset = prev + delta;
     e.chunk = static_cast<uint32_t>(chunk);
     prev = e.offset;
+    index->entries.push_back(e);
   }
   return true;
 }
@@ -200,8 +291,8 @@ std::string EncodeFooterPayload(uint64_t index_offset, uint64_t data_records) {
   return out;
 }
 
-Result<SegmentIndex> ReadSegmentIndex(const std::string& path) {
-  Env* env = Env::Default();
+Result<SegmentIndex> ReadSegmentIndex(const std::string& path, Env* env) {
+  if (!env) env = Env::Default();
   auto size = env->FileSize(path);
   if (!size.ok()) return size.status();
   if (*size < format::kHeaderSize + format::kFooterFrameSize)
@@ -220,10 +311,12 @@ Result<SegmentIndex> ReadSegmentIndex(const std::string& path) {
                 }
               },
               nullptr, nullptr});
-  if (!ok || index_offset >= *size - format::kFooterFrameSize)
+  uint64_t footer_at = *size - format::kFooterFrameSize;
+  if (!ok || index_offset < format::kHeaderSize || index_offset >= footer_at ||
+      footer_at - index_offset > kMaxFrame)
     return Status::NotFound(path + ": no valid footer");
   std::string frame;
-  size_t len = static_cast<size_t>(*size - format::kFooterFrameSize - index_offset);
+  size_t len = static_cast<size_t>(footer_at - index_offset);
   TS_RETURN_IF_ERROR(env->ReadAt(path, index_offset, len, &frame));
   SegmentIndex index;
   bool decoded = false;

@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <vector>
 
 #include "store/record_codec.h"
+#include "util/coding.h"
+#include "util/env.h"
+#include "util/testing/temp_dir.h"
 
 namespace trainscope {
 namespace {
@@ -115,6 +119,77 @@ TEST(Segment, IndexRoundTrip) {
   EXPECT_EQ(got.entries[3].mode, Mode::kEval);
   EXPECT_EQ(got.Find("weights/w", 1, Mode::kGlobal).size(), 2u);
   EXPECT_EQ(got.Find("losses/loss", 2, Mode::kTrain).size(), 0u);
+}
+
+TEST(Segment, TailThatNoCrashCouldLeaveIsCorruptionNotATornTail) {
+  std::string buf = ThreeFrames();
+  Seen zeros, cut_header, garbage;
+  ScanFrames(buf + std::string(40, '\0'), 0, true, zeros.cb());  // a file system's zero fill
+  EXPECT_EQ(zeros.torn.size(), 1u);
+  ScanFrames(buf + buf.substr(0, 7), 0, true, cut_header.cb());  // a header cut short
+  EXPECT_EQ(cut_header.torn.size(), 1u);
+  ScanFrames(buf + "not a record, not zeros either", 0, true, garbage.cb());
+  EXPECT_TRUE(garbage.torn.empty());
+  ASSERT_EQ(garbage.corrupt.size(), 1u);
+  EXPECT_EQ(garbage.corrupt[0], std::make_pair(uint64_t{buf.size()}, uint64_t{30}));
+}
+
+TEST(Segment, IndexWithImpossibleCountsDoesNotDecode) {
+  SegmentIndex idx;
+  idx.names = {"losses/loss"};
+  idx.entries = {{0, 1, Mode::kTrain, 2, 36, 0}};
+  std::string good = EncodeIndex(idx), b;
+  SegmentIndex got;
+  ASSERT_TRUE(DecodeIndex(good, &got));
+  PutVarint64(&b, 1);
+  PutVarint64(&b, uint64_t{1} << 40);  // names claimed, not present
+  EXPECT_FALSE(DecodeIndex(b, &got));
+  b.clear();
+  PutVarint64(&b, 1);
+  PutVarint64(&b, 0);
+  PutVarint64(&b, uint64_t{1} << 40);  // entries claimed, not present
+  b.append(100, '\1');
+  EXPECT_FALSE(DecodeIndex(b, &got));
+  idx.entries[0].mode = Mode::kGlobal;
+  EXPECT_FALSE(DecodeIndex(EncodeIndex(idx), &got));
+  idx.entries[0].mode = Mode::kTrain;
+  idx.entries[0].type = 9;  // an INDEX is not indexed
+  EXPECT_FALSE(DecodeIndex(EncodeIndex(idx), &got));
+}
+
+// A file larger than one read window: a frame that straddles a window boundary, a corrupt
+// region that spans one, and a 60 MiB frame are all seen exactly as in one buffer.
+TEST(Segment, ScanFileReadsInBoundedWindows) {
+  testing::TempDir tmp;
+  std::string path = tmp / "big.tsseg";
+  std::string file;
+  AppendFrame(&file, 2, "first");
+  AppendFrame(&file, 4, std::string(60u << 20, 'r'));
+  uint64_t bad_at = file.size();
+  file.append(kScanWindow - 5 - file.size(), '\0');  // zeros up to 5 bytes before the boundary
+  uint64_t straddle = file.size();
+  AppendFrame(&file, 2, "straddles the first window's end");
+  AppendFrame(&file, 3, "last");
+  std::ofstream(path, std::ios::binary) << file;
+  std::string zero_tail(100, '\0');
+  std::ofstream(path, std::ios::binary | std::ios::app) << zero_tail;
+  Seen s;
+  auto next = ScanFile(Env::Default(), path, 0, file.size() + 100, true, s.cb());
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(*next, file.size() + 100);
+  ASSERT_EQ(s.frames.size(), 4u);
+  EXPECT_EQ(s.frames[1].second.size(), 60u << 20);
+  EXPECT_EQ(s.frames[2].first, straddle);
+  EXPECT_EQ(s.frames[3].second, "last");
+  ASSERT_EQ(s.corrupt.size(), 1u);
+  EXPECT_EQ(s.corrupt[0], std::make_pair(bad_at, straddle - bad_at));
+  ASSERT_EQ(s.torn.size(), 1u);
+  EXPECT_EQ(s.torn[0], std::make_pair(uint64_t{file.size()}, uint64_t{100}));
+  // While the writer is alive, the zeros at the end are pending, not consumed.
+  Seen live;
+  auto pending = ScanFile(Env::Default(), path, 0, file.size() + 100, false, live.cb());
+  EXPECT_EQ(*pending, file.size());
+  EXPECT_TRUE(live.torn.empty());
 }
 
 // The worked example in docs/format.md, section 6, byte for byte.
