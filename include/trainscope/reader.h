@@ -3,8 +3,10 @@
 // RunReader::Open indexes every stream's segments; Refresh() picks up records appended since
 // the last call (new segments included), so a live run is tailed without reopening. Summaries,
 // scalars, steps, system samples and events are kept in memory; raw tensor bytes are read from
-// disk on demand. Corrupt regions are skipped and counted (never returned), torn tails are
-// ignored, unknown record types are skipped (docs/format.md, "What a reader does").
+// disk on demand. Corrupt regions and records with impossible contents are skipped and counted
+// (never returned, never allocated for), torn tails are ignored, unknown record types are
+// skipped, files that are not regular files are refused without blocking (docs/format.md,
+// "What a reader does").
 //
 // Thread-safety: a RunReader is used by one thread at a time (external locking otherwise).
 // Pointers/references it returns stay valid until the next Refresh().
@@ -22,6 +24,8 @@
 #include "trainscope/types.h"
 
 namespace trainscope {
+
+class Env;  // src/util/env.h (internal)
 
 // Callbacks for records as they are decoded during Open()/Refresh(), in file order per stream.
 // Used by the rules engine to evaluate as data arrives. Default implementations ignore.
@@ -49,8 +53,15 @@ struct ReadStats {
   uint64_t corrupt_bytes = 0;         // bytes in those stretches
   uint64_t torn_tail_bytes = 0;       // incomplete last record of a segment whose writer is gone
   uint64_t unknown_records = 0;       // records of a type this reader does not know (skipped)
-  uint64_t undecodable_records = 0;   // checksum ok but payload malformed (skipped)
-  std::vector<std::string> problems;  // human-readable, with file and byte offset (capped)
+  uint64_t undecodable_records = 0;   // checksum ok but payload malformed or impossible (skipped)
+  uint64_t unreadable_files = 0;      // segments and LOCK files that could not be read (I/O
+                                      // error, or not a regular file: a FIFO, a device...)
+  uint64_t duplicate_segments = 0;    // copies of another segment of the stream (skipped)
+  // Human-readable, with file and byte offset (each list capped). Problems are damage: what
+  // the counters above count, and a run.json that cannot be read. Warnings are what a crash
+  // leaves behind (torn tails) and oddities that lose nothing (a renamed segment).
+  std::vector<std::string> problems;
+  std::vector<std::string> warnings;
 };
 
 struct TensorKey {
@@ -62,15 +73,23 @@ struct TensorKey {
 
 class RunReader {
  public:
+  // Fails when run_dir is not a directory, or when its run.json has a schema_version newer than
+  // this build reads (InvalidArgument, naming both). A run.json that is missing, unreadable or
+  // unparseable does not stop reading: see manifest_status(). `env`: nullptr for
+  // Env::Default(); tests pass a fake to inject faults.
   static Result<std::unique_ptr<RunReader>> Open(const std::string& run_dir,
-                                                 RecordVisitor* visitor = nullptr);
+                                                 RecordVisitor* visitor = nullptr,
+                                                 Env* env = nullptr);
   ~RunReader();
 
   // Reads what was appended since the last call. Returns the number of new records.
   Result<size_t> Refresh();
 
   const std::string& run_dir() const;
-  const RunManifest& manifest() const;       // default-constructed when run.json is missing
+  const RunManifest& manifest() const;  // default-constructed when run.json is not read
+  // OK when run.json was read; NotFound when there is none (yet); otherwise why it could not
+  // be read or parsed (Corruption: not a JSON object; IOError: not a regular file, too large).
+  const Status& manifest_status() const;
   std::vector<std::string> Streams() const;  // all stream directories, sorted
   std::vector<std::string> Workers() const;  // streams named worker-*
   // True while the stream's writer process still holds its lock (a live run).

@@ -18,6 +18,8 @@
 namespace trainscope {
 
 constexpr int kRunSchemaVersion = 1;
+// Readers refuse a larger run.json (an id, a command line and a configuration fit easily).
+constexpr uint64_t kMaxManifestBytes = 16u << 20;
 
 struct RunManifest {
   int schema_version = kRunSchemaVersion;

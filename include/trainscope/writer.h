@@ -38,6 +38,7 @@ struct WriterOptions {
   size_t segment_max_records = size_t{1} << 20;
   int zstd_level = 1;                 // raw tensors; 0 stores them uncompressed
   size_t raw_chunk_bytes = 4u << 20;  // raw tensors are split into chunks this large
+                                      // (1 KiB .. 64 MiB - 4 KiB: a chunk fits in one frame)
   int64_t stats_interval_ms = 5000;   // period of WriterStats records (also on close)
   uint64_t byte_budget = 0;           // 0: unlimited; else drop raw tensors, then all
   Env* env = nullptr;                 // nullptr: Env::Default()
@@ -54,6 +55,7 @@ class Writer {
 
   bool AddScalar(ScalarRecord r);
   bool AddSummary(SummaryRecord r);
+  // false (and counted as dropped) when r.data is not the size its dtype and shape say.
   bool AddRawTensor(RawTensorRecord r);
   bool AddStep(const StepRecord& r);
   bool AddSystemSample(SystemSampleRecord r);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "store/format.h"
@@ -49,8 +51,54 @@ class CorruptionTest : public ::testing::Test {
   }
   void ShrinkSize(uint64_t bytes) { ASSERT_EQ(::truncate(Segment().c_str(), Size() - bytes), 0); }
   void TruncateTo(uint64_t size) { ASSERT_EQ(::truncate(Segment().c_str(), size), 0); }
-  void AppendRaw(const std::string& bytes) {
-    std::ofstream(Segment(), std::ios::binary | std::ios::app) << bytes;
+  void AppendRaw(const std::string& bytes, uint64_t seq = 0) {
+    std::ofstream(SegmentPath(seq), std::ios::binary | std::ios::app) << bytes;
+  }
+  std::string SegmentPath(uint64_t seq) const {
+    return tmp_ / ("worker-0/" + SegmentFileName(seq));
+  }
+
+  // ---- hand-made records: checksums right, contents chosen by the test ----
+  // A segment `seq` after the writer's holding `frames`; returns the offset of its first frame.
+  uint64_t AddSegment(uint64_t seq, const std::string& frames) {
+    std::ofstream(SegmentPath(seq), std::ios::binary) << EncodeSegmentHeader({seq, NowMicros()})
+                                                      << frames;
+    return format::kHeaderSize;
+  }
+  void CopySegment(uint64_t from, uint64_t to) {
+    std::filesystem::copy_file(SegmentPath(from), SegmentPath(to));
+  }
+  static std::string Frame(format::RecordType type, const std::string& payload) {
+    std::string f;
+    AppendFrame(&f, uint8_t(type), payload);
+    return f;
+  }
+  static std::string NameDef(uint64_t id, const std::string& name) {
+    std::string p;
+    codec::EncodeNameDef(id, name, &p);
+    return Frame(format::RecordType::kNameDef, p);
+  }
+  // A loss as the writer of Write() records it (name id 0 must be "losses/loss").
+  static std::string Loss(int64_t step, Mode mode = Mode::kTrain) {
+    std::string p;
+    codec::EncodeScalar(0, {"", step, mode, step, 0.5 * step, NowMicros()}, 0, &p);
+    return Frame(format::RecordType::kScalar, p);
+  }
+  static std::string RawChunk(uint64_t name_id, int64_t step, std::vector<int64_t> shape,
+                              codec::RawChunkHeader h, const std::string& data) {
+    std::string p;
+    RawTensorRecord meta{"", step, Mode::kTrain, step, DType::kUInt8, std::move(shape), "", 0};
+    codec::EncodeRawChunk(name_id, meta, h, data, 0, &p);
+    return Frame(format::RecordType::kRawChunk, p);
+  }
+  static std::string Step(int64_t step, int64_t start_us, int64_t end_us) {
+    std::string p;
+    codec::EncodeStep({step, Mode::kTrain, step, start_us, end_us, -1, -1, -1, -1}, 0, &p);
+    return Frame(format::RecordType::kStep, p);
+  }
+  bool ProblemMentions(const std::string& what) const {
+    return std::any_of(stats_.problems.begin(), stats_.problems.end(),
+                       [&](const std::string& p) { return p.find(what) != std::string::npos; });
   }
 
   // Steps returned by a fresh reader.
@@ -182,6 +230,189 @@ TEST_F(CorruptionTest, RecordReferringToAnUnknownNameIsNotReturned) {
   std::ofstream(tmp_ / "worker-0/seg-00000001.tsseg", std::ios::binary) << seg;
   EXPECT_EQ(ReadSteps(), Range(0, 3));
   EXPECT_EQ(stats_.undecodable_records, 1u);
+}
+
+// ---- impossible values in records whose checksums are right (issue 18, finding 1) -------------
+
+TEST_F(CorruptionTest, RawChunkClaimingAHugeChunkCountCostsOnlyThatRecord) {
+  Write(10);
+  std::string evil = RawChunk(1, 20, {4}, {0, uint64_t{1} << 62, 0, 4, 4}, "abcd") +
+                     RawChunk(1, 21, {4}, {0, uint64_t{1} << 40, 0, 4, 4}, "abcd");
+  uint64_t at = AddSegment(1, NameDef(0, "losses/loss") + NameDef(1, "weights/evil") + evil +
+                                  Loss(10));
+  EXPECT_EQ(ReadSteps(), Range(0, 11));
+  EXPECT_EQ(stats_.undecodable_records, 2u);
+  uint64_t evil_at = at + NameDef(0, "losses/loss").size() + NameDef(1, "weights/evil").size();
+  EXPECT_TRUE(ProblemMentions("byte " + std::to_string(evil_at)));
+}
+
+TEST_F(CorruptionTest, RawTensorOfImpossibleSizeIsNeverAllocated) {
+  Write(3);
+  std::string zstd_magic = "\x28\xb5\x2f\xfd" + std::string(8, 'x');
+  AddSegment(1, NameDef(1, "weights/evil") +
+                    RawChunk(1, 1, {4}, {0, 1, 0, 4, uint64_t{1} << 62}, "abcd") +
+                    RawChunk(1, 2, {int64_t{1} << 40}, {0, 1, 1, uint64_t{1} << 40,
+                                                        uint64_t{1} << 40}, zstd_magic) +
+                    RawChunk(1, 3, {1000}, {0, 1, 0, 4, 4}, "abcd"));  // shape says 1000 bytes
+  auto r = RunReader::Open(tmp_.path());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->stats().undecodable_records, 3u);
+  EXPECT_TRUE((*r)->TensorSteps("weights/evil").empty());
+  for (int64_t step : {1, 2, 3}) EXPECT_TRUE((*r)->Raw("weights/evil", step).status().IsNotFound());
+}
+
+TEST_F(CorruptionTest, RawChunksThatDisagreeLeaveTheTensorIncomplete) {
+  Write(3);
+  AddSegment(1, NameDef(1, "weights/w") + RawChunk(1, 5, {8}, {0, 2, 0, 4, 8}, "abcd") +
+                    RawChunk(1, 5, {8}, {1, 2, 0, 6, 8}, "efghij") +  // 4 + 6 != 8
+                    RawChunk(1, 6, {8}, {0, 2, 0, 4, 8}, "abcd") +
+                    RawChunk(1, 6, {8}, {1, 2, 0, 4, 8}, "efgh"));
+  auto r = RunReader::Open(tmp_.path());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->stats().undecodable_records, 1u);
+  EXPECT_FALSE((*r)->HasRaw("weights/w", 5));
+  EXPECT_EQ((*r)->Raw("weights/w", 5).status().code(), Status::Code::kUnavailable);
+  auto six = (*r)->Raw("weights/w", 6);
+  ASSERT_TRUE(six.ok());
+  EXPECT_EQ(six->data, "abcdefgh");
+}
+
+TEST_F(CorruptionTest, ImpossibleModeStepRangeAndNameRedefinitionAreSkipped) {
+  Write(3);
+  std::string p;
+  AddSegment(1, NameDef(0, "losses/loss") + Loss(3) + Loss(4, Mode::kGlobal) +  // mode bits 3
+                    Step(4, 5000, 1000) +                                      // ends first
+                    NameDef(0, "losses/other") + Loss(5));  // id 0 is already losses/loss
+  EXPECT_EQ(ReadSteps(), Without(Range(0, 6), {4}));
+  EXPECT_EQ(stats_.undecodable_records, 3u);
+  auto r = RunReader::Open(tmp_.path());
+  EXPECT_TRUE((*r)->StepRecords("worker-0").empty());
+  EXPECT_EQ((*r)->Modes(), std::vector<Mode>{Mode::kTrain});
+}
+
+// ---- sealed segments cannot have torn tails (finding 5) --------------------------------------
+
+TEST_F(CorruptionTest, DamagedFooterOfASealedSegmentIsCorruptionNotATornTail) {
+  Write(20);
+  IncrementByte(Size() - 3);
+  EXPECT_EQ(ReadSteps(), Range(0, 20));
+  EXPECT_EQ(stats_.corrupt_regions, 1u);
+  EXPECT_EQ(stats_.torn_tail_bytes, 0u);
+  EXPECT_TRUE(ProblemMentions("damaged end of a sealed segment"));
+}
+
+TEST_F(CorruptionTest, ZeroedFooterOfASealedSegmentIsCorruption) {
+  Write(20);
+  ZeroBlock(Size() - format::kFooterFrameSize, format::kFooterFrameSize);
+  EXPECT_EQ(ReadSteps(), Range(0, 20));
+  EXPECT_EQ(stats_.corrupt_regions, 1u);
+  EXPECT_EQ(stats_.torn_tail_bytes, 0u);
+}
+
+TEST_F(CorruptionTest, SealCutShortByACrashIsStillATornTail) {
+  Write(20);
+  ShrinkSize(3);  // a prefix of the footer the INDEX announces
+  EXPECT_EQ(ReadSteps(), Range(0, 20));
+  EXPECT_EQ(stats_.corrupt_regions, 0u);
+  EXPECT_EQ(stats_.torn_tail_bytes, format::kFooterFrameSize - 3);
+}
+
+TEST_F(CorruptionTest, GarbageAtTheEndOfAnUnsealedSegmentIsCorruption) {
+  Write(3);
+  AddSegment(1, NameDef(0, "losses/loss") + Loss(3));
+  AppendRaw("this is not the start of any record", 1);
+  EXPECT_EQ(ReadSteps(), Range(0, 4));
+  EXPECT_EQ(stats_.corrupt_regions, 1u);
+  EXPECT_EQ(stats_.torn_tail_bytes, 0u);
+}
+
+TEST_F(CorruptionTest, ZeroFilledEndOfAnUnsealedSegmentIsATornTail) {
+  Write(3);
+  AddSegment(1, NameDef(0, "losses/loss") + Loss(3));
+  AppendRaw(std::string(4096, '\0'), 1);  // what some file systems leave after a crash
+  EXPECT_EQ(ReadSteps(), Range(0, 4));
+  EXPECT_EQ(stats_.corrupt_regions, 0u);
+  EXPECT_EQ(stats_.torn_tail_bytes, 4096u);
+}
+
+// ---- duplicates and unreadable files (finding 5) ---------------------------------------------
+
+TEST_F(CorruptionTest, CopiedSegmentIsADuplicateAndIsNotReadTwice) {
+  Write(10);
+  CopySegment(0, 4);
+  EXPECT_EQ(ReadSteps(), Range(0, 10));
+  auto r = RunReader::Open(tmp_.path());
+  EXPECT_EQ((*r)->stats().duplicate_segments, 1u);
+  EXPECT_EQ((*r)->stats().records, 10u + 2);  // losses, the end event and writer stats, once
+  EXPECT_TRUE(ProblemMentions("seg-00000004.tsseg: a copy of seg-00000000.tsseg"));
+}
+
+// Fails every read of one file, as a file without read permission would for a non-root user.
+class UnreadableFileEnv : public Env {
+ public:
+  explicit UnreadableFileEnv(std::string path) : path_(std::move(path)) {}
+  Status ReadAt(const std::string& path, uint64_t offset, size_t n, std::string* out) override {
+    if (path == path_) return Status::IOError(path + ": Permission denied");
+    return Env::ReadAt(path, offset, n, out);
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST_F(CorruptionTest, UnreadableSegmentIsCountedNotPassedOver) {
+  Write(10);
+  AddSegment(1, NameDef(0, "losses/loss") + Loss(10));
+  UnreadableFileEnv env(Segment());
+  auto r = RunReader::Open(tmp_.path(), nullptr, &env);
+  ASSERT_TRUE(r.ok());
+  stats_ = (*r)->stats();
+  EXPECT_EQ(stats_.unreadable_files, 1u);
+  EXPECT_TRUE(ProblemMentions("seg-00000000.tsseg: Permission denied"));
+  EXPECT_EQ((*r)->Scalar("losses/loss").size(), 1u);  // the other segment is still read
+}
+
+TEST_F(CorruptionTest, FifoInPlaceOfASegmentOrTheLockIsRefusedNotWaitedFor) {
+  Write(10);
+  ASSERT_EQ(::mkfifo((tmp_ / "worker-0/seg-00000001.tsseg").c_str(), 0644), 0);
+  std::filesystem::remove(tmp_ / "worker-0/LOCK");
+  ASSERT_EQ(::mkfifo((tmp_ / "worker-0/LOCK").c_str(), 0644), 0);
+  // Writers held open, so that a regression blocks in read(), not forever in open().
+  int a = ::open((tmp_ / "worker-0/seg-00000001.tsseg").c_str(), O_RDWR | O_NONBLOCK);
+  int b = ::open((tmp_ / "worker-0/LOCK").c_str(), O_RDWR | O_NONBLOCK);
+  EXPECT_EQ(ReadSteps(), Range(0, 10));
+  EXPECT_EQ(stats_.unreadable_files, 2u);
+  EXPECT_TRUE(ProblemMentions("seg-00000001.tsseg: not a regular file (a FIFO)"));
+  EXPECT_TRUE(ProblemMentions("LOCK: not a regular file (a FIFO)"));
+  ::close(a);
+  ::close(b);
+}
+
+// ---- run.json (finding 5) ----------------------------------------------------------------------
+
+TEST_F(CorruptionTest, NewerSchemaVersionIsRefusedNamingBothVersions) {
+  Write(3);
+  std::ofstream(tmp_ / "run.json") << R"({"schema_version": 99, "id": "x"})";
+  auto r = RunReader::Open(tmp_.path());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("schema_version 99"), std::string::npos);
+  EXPECT_NE(r.status().message().find("reads schema_version 1"), std::string::npos);
+}
+
+TEST_F(CorruptionTest, UnparseableRunJsonIsSaidAndTheDataStillRead) {
+  Write(3);
+  for (const char* text : {"", "{not json", "[1, 2]", "{\"schema_version\": \"one\"}"}) {
+    std::ofstream(tmp_ / "run.json", std::ios::trunc) << text;
+    EXPECT_EQ(ReadSteps(), Range(0, 3)) << text;
+    auto r = RunReader::Open(tmp_.path());
+    EXPECT_TRUE((*r)->manifest_status().IsCorruption()) << text;
+    EXPECT_NE((*r)->manifest_status().message().find("run.json: unparseable"), std::string::npos);
+    EXPECT_TRUE(ProblemMentions("run.json: unparseable")) << text;
+  }
+  std::filesystem::remove(tmp_ / "run.json");
+  auto r = RunReader::Open(tmp_.path());
+  EXPECT_TRUE((*r)->manifest_status().IsNotFound());
 }
 
 }  // namespace

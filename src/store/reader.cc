@@ -1,9 +1,6 @@
 // RunReader: tails every stream of a run directory. See include/trainscope/reader.h.
 #include "trainscope/reader.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -15,6 +12,7 @@
 #include "store/format.h"
 #include "store/record_codec.h"
 #include "store/segment.h"
+#include "util/coding.h"
 #include "util/env.h"
 
 namespace trainscope {
@@ -30,11 +28,15 @@ struct RawChunkLoc {
   uint64_t raw_size = 0;
 };
 
+// The chunks of one raw tensor seen so far. Chunks are kept by index in a map, so memory grows
+// with the chunk records actually read, never with the chunk count a record claims.
 struct RawLoc {
   RawTensorRecord meta;  // without data
   uint64_t total_size = 0;
-  std::vector<RawChunkLoc> chunks;  // indexed by chunk number
-  uint64_t seen = 0;
+  uint64_t chunk_count = 0;
+  uint64_t chunk_bytes = 0;  // raw size of every chunk but the last (0: not known yet)
+  std::map<uint64_t, RawChunkLoc> chunks;
+  bool complete() const { return chunk_count != 0 && chunks.size() == chunk_count; }
 };
 
 struct SegmentState {
@@ -42,10 +44,15 @@ struct SegmentState {
   uint64_t seq = 0;
   uint64_t offset = 0;  // bytes consumed
   bool header_read = false;
-  bool bad = false;       // unreadable header: skipped whole
+  bool bad = false;       // unreadable header or file, or a duplicate: skipped whole
   bool finished = false;  // sealed or final and fully consumed
   SegmentHeader header;
   std::unordered_map<uint64_t, std::string> names;
+  // The segment's INDEX record, once read intact: the segment was sealed, and all that may
+  // follow is its FOOTER (or a prefix of it, if the seal itself was cut short by a crash).
+  bool has_index = false;
+  std::string expected_footer;
+  uint64_t index_end = 0;
 };
 
 using StepMode = std::pair<int64_t, Mode>;
@@ -55,6 +62,7 @@ struct StreamState {
   std::string dir;
   std::vector<SegmentState> segments;
   bool ended = false;
+  bool lock_reported = false;
   std::vector<SummaryRecord> summaries;
   std::vector<ScalarRecord> scalars;
   std::vector<StepRecord> steps;
@@ -73,30 +81,32 @@ std::string CollectionOf(const std::string& name) {
   return slash == std::string::npos ? name : name.substr(0, slash);
 }
 
-bool IsLive(const std::string& dir) {
-  std::string path = JoinPath(dir, "LOCK");
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool live = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
-  ::close(fd);
-  return live;
-}
-
 bool ModeMatches(Mode want, Mode have) { return want == Mode::kGlobal || want == have; }
+
+// Whether chunk h of a tensor fits the chunks already seen: all but the last hold the same
+// number of bytes and the last holds the rest. Sizes were checked against each other within
+// the record by the codec.
+bool ChunkFits(const RawLoc& loc, const codec::RawChunkHeader& h) {
+  bool last = h.chunk_index + 1 == h.chunk_count;
+  uint64_t c = last ? loc.chunk_bytes : h.raw_size;
+  if (!last && loc.chunk_bytes != 0 && loc.chunk_bytes != c) return false;
+  if (c == 0) return true;  // the last chunk came first: checked when a middle one arrives
+  auto it = loc.chunks.find(h.chunk_count - 1);
+  uint64_t last_size = last ? h.raw_size : (it == loc.chunks.end() ? 0 : it->second.raw_size);
+  return last_size == 0 || last_size == loc.total_size - (h.chunk_count - 1) * c;
+}
 
 }  // namespace
 
 class RunReader::Impl {
  public:
-  Impl(std::string dir, RecordVisitor* visitor) : dir_(std::move(dir)), visitor_(visitor) {}
+  Impl(std::string dir, RecordVisitor* visitor, Env* env)
+      : dir_(std::move(dir)), visitor_(visitor), env_(env) {}
 
   Result<size_t> Refresh() {
-    Env* env = Env::Default();
+    Env* env = env_;
     if (!env->IsDirectory(dir_)) return Status::NotFound(dir_ + ": no such run directory");
-    if (manifest_.id.empty()) {
-      auto m = ReadManifest(dir_);
-      if (m.ok()) manifest_ = *m;
-    }
+    if (!manifest_status_.ok()) TS_RETURN_IF_ERROR(ReadManifestFile());
     auto names = env->ListDir(dir_);
     if (!names.ok()) return names.status();
     for (const auto& n : *names) {
@@ -123,9 +133,49 @@ class RunReader::Impl {
     return stats_.records - before;
   }
 
+  // Reads run.json again until it has been read. Only a newer schema_version is an error: the
+  // segments are still read when run.json is missing, unreadable or damaged.
+  Status ReadManifestFile() {
+    std::string path = JoinPath(dir_, "run.json");
+    std::string text;
+    Status st = env_->ReadFile(path, &text, kMaxManifestBytes);
+    if (st.ok()) {
+      auto m = ManifestFromJson(text);
+      if (m.ok()) {
+        manifest_ = *m;
+      } else if (m.status().code() == Status::Code::kInvalidArgument) {
+        return m.status();  // a newer schema_version: refused
+      } else {
+        st = Status::Corruption(path + ": unparseable (" + m.status().message() + ")");
+      }
+    } else if (st.IsNotFound()) {
+      st = Status::NotFound(path + ": no run.json");
+    }
+    if (!st.ok() && !st.IsNotFound() && st.message() != manifest_status_.message())
+      Problem(st.message());
+    manifest_status_ = st;
+    return Status::OK();
+  }
+
+  // Whether the stream's writer holds its LOCK. A LOCK that cannot be read (a FIFO...) is
+  // reported once; the stream then counts as finished.
+  bool Live(StreamState* s) {
+    auto held = env_->LockHeld(JoinPath(s->dir, "LOCK"));
+    if (held.ok()) return *held;
+    if (!s->lock_reported) {
+      s->lock_reported = true;
+      ++stats_.unreadable_files;
+      Problem(held.status().message() + " — the stream is read as finished");
+    }
+    return false;
+  }
+  bool Live(const StreamState& s) const {
+    auto held = env_->LockHeld(JoinPath(s.dir, "LOCK"));
+    return held.ok() && *held;
+  }
+
   void RefreshStream(StreamState* s) {
-    Env* env = Env::Default();
-    auto files = env->ListDir(s->dir);
+    auto files = env_->ListDir(s->dir);
     if (!files.ok()) return;
     for (const auto& f : *files) {
       uint64_t seq;
@@ -141,52 +191,76 @@ class RunReader::Impl {
     }
     std::sort(s->segments.begin(), s->segments.end(),
               [](const SegmentState& a, const SegmentState& b) { return a.seq < b.seq; });
-    bool live = IsLive(s->dir);
+    bool live = Live(s);
     for (size_t i = 0; i < s->segments.size(); ++i) {
       bool final = !live || i + 1 < s->segments.size();
       ReadSegment(s, &s->segments[i], final);
     }
   }
 
+  void Unreadable(SegmentState* g, const Status& st) {
+    g->bad = true;
+    ++stats_.unreadable_files;
+    Problem(st.message() + " — segment not read");
+  }
+
+  // A segment whose header names another sequence number than its file name: a copy of that
+  // segment when the stream has it (skipped), else misnamed (read, and said).
+  bool SkipAsCopy(StreamState* s, SegmentState* g) {
+    if (g->header.seq == g->seq) return false;
+    bool original = std::any_of(s->segments.begin(), s->segments.end(), [&](const auto& o) {
+      return o.seq == g->header.seq && o.header_read && !o.bad &&
+             o.header.created_us == g->header.created_us;
+    });
+    if (original) {
+      g->bad = true;
+      ++stats_.duplicate_segments;
+      Problem(g->path + ": a copy of " + SegmentFileName(g->header.seq) +
+              " (same header) — duplicate segment skipped");
+      return true;
+    }
+    Warning(g->path + ": its header says segment " + std::to_string(g->header.seq) +
+            " (renamed?); read anyway");
+    return false;
+  }
+
   void ReadSegment(StreamState* s, SegmentState* g, bool final) {
     if (g->finished || g->bad) return;
-    Env* env = Env::Default();
-    auto size = env->FileSize(g->path);
-    if (!size.ok() || *size <= g->offset) {
-      if (final && size.ok() && g->header_read) g->finished = true;
-      if (final && size.ok() && !g->header_read && *size < format::kHeaderSize) {
-        if (*size > 0) {
-          stats_.torn_tail_bytes += *size;
-          Problem(g->path + ": segment header cut short (" + std::to_string(*size) +
-                  " bytes) — torn by a crash; ignored");
-        }
-        g->finished = true;
-      }
+    auto size = env_->FileSize(g->path);
+    if (!size.ok()) {
+      if (!size.status().IsNotFound()) Unreadable(g, size.status());
       return;
     }
-    std::string buf;
-    if (!env->ReadAt(g->path, g->offset, static_cast<size_t>(*size - g->offset), &buf).ok()) return;
-    std::string_view view(buf);
     if (!g->header_read) {
-      if (view.size() < format::kHeaderSize) {
+      if (*size < format::kHeaderSize) {
         if (final) {
-          stats_.torn_tail_bytes += view.size();
-          Problem(g->path + ": segment header cut short — torn by a crash; ignored");
+          if (*size > 0) {
+            stats_.torn_tail_bytes += *size;
+            Warning(g->path + ": segment header cut short (" + std::to_string(*size) +
+                    " bytes) — torn by a crash; ignored");
+          }
           g->finished = true;
         }
         return;
       }
-      Status st = DecodeSegmentHeader(view, &g->header);
+      std::string head;
+      Status rs = env_->ReadAt(g->path, 0, format::kHeaderSize, &head);
+      if (!rs.ok()) return Unreadable(g, rs);
+      Status st = DecodeSegmentHeader(head, &g->header);
       if (!st.ok()) {
         g->bad = true;
         ++stats_.corrupt_regions;
-        stats_.corrupt_bytes += view.size();
+        stats_.corrupt_bytes += *size;
         Problem(g->path + ": byte 0: " + st.message() + " — whole segment skipped");
         return;
       }
       g->header_read = true;
       g->offset = format::kHeaderSize;
-      view.remove_prefix(format::kHeaderSize);
+      if (SkipAsCopy(s, g)) return;
+    }
+    if (*size <= g->offset) {
+      if (final) g->finished = true;
+      return;
     }
     bool sealed = false;
     ScanCallbacks cb;
@@ -194,20 +268,34 @@ class RunReader::Impl {
       if (type == uint8_t(format::RecordType::kFooter)) sealed = true;
       OnFrame(s, g, off, type, payload);
     };
-    cb.on_corrupt = [&](uint64_t off, uint64_t len) {
-      ++stats_.corrupt_regions;
-      stats_.corrupt_bytes += len;
-      Problem(g->path + ": corrupt region at byte " + std::to_string(off) + " (" +
-              std::to_string(len) + " bytes skipped)");
-    };
-    cb.on_torn_tail = [&](uint64_t off, uint64_t len) {
-      stats_.torn_tail_bytes += len;
-      Problem(g->path + ": torn tail at byte " + std::to_string(off) + " (" + std::to_string(len) +
-              " bytes ignored; expected after a crash)");
-    };
-    size_t consumed = ScanFrames(view, g->offset, final, cb);
-    g->offset += consumed;
+    cb.on_corrupt = [&](uint64_t off, uint64_t len) { Corrupt(g, off, len, "corrupt region"); };
+    cb.on_torn_tail = [&](uint64_t off, uint64_t len) { TornTail(g, off, len); };
+    auto next = ScanFile(env_, g->path, g->offset, *size, final, cb);
+    if (!next.ok()) return Unreadable(g, next.status());
+    g->offset = *next;
     if (sealed || (final && g->offset >= *size)) g->finished = true;
+  }
+
+  void Corrupt(SegmentState* g, uint64_t off, uint64_t len, const char* what) {
+    ++stats_.corrupt_regions;
+    stats_.corrupt_bytes += len;
+    Problem(g->path + ": " + what + " at byte " + std::to_string(off) + " (" +
+            std::to_string(len) + " bytes skipped)");
+  }
+
+  // A bad region that runs to the end of a final segment. A crash can only cut the end of an
+  // unsealed segment, or a seal between its INDEX and FOOTER; anything else there is damage.
+  void TornTail(SegmentState* g, uint64_t off, uint64_t len) {
+    if (g->has_index) {
+      std::string tail;
+      bool cut_footer = off == g->index_end && len < g->expected_footer.size() &&
+                        env_->ReadAt(g->path, off, len, &tail).ok() &&
+                        g->expected_footer.compare(0, tail.size(), tail) == 0;
+      if (!cut_footer) return Corrupt(g, off, len, "damaged end of a sealed segment");
+    }
+    stats_.torn_tail_bytes += len;
+    Warning(g->path + ": torn tail at byte " + std::to_string(off) + " (" + std::to_string(len) +
+            " bytes ignored; expected after a crash)");
   }
 
   void OnFrame(StreamState* s, SegmentState* g, uint64_t off, uint8_t type,
@@ -230,11 +318,25 @@ class RunReader::Impl {
       uint64_t id;
       std::string name;
       if (!codec::DecodeNameDef(payload, &id, &name)) return undecodable();
-      g->names[id] = std::move(name);
+      auto [it, added] = g->names.emplace(id, name);
+      if (!added && it->second != name) return undecodable();  // ids are never redefined
       bytes_["meta"] += frame_bytes;
       return;
     }
-    if (type == uint8_t(RT::kIndex) || type == uint8_t(RT::kFooter)) {
+    if (type == uint8_t(RT::kIndex)) {
+      Decoder d(payload);
+      uint64_t data_records;
+      if (d.GetVarint64(&data_records)) {
+        g->has_index = true;
+        g->index_end = off + frame_bytes;
+        g->expected_footer.clear();
+        AppendFrame(&g->expected_footer, uint8_t(RT::kFooter),
+                    EncodeFooterPayload(off, data_records));
+      }
+      bytes_["meta"] += frame_bytes;
+      return;
+    }
+    if (type == uint8_t(RT::kFooter)) {
       bytes_["meta"] += frame_bytes;
       return;
     }
@@ -271,23 +373,26 @@ class RunReader::Impl {
         if (!codec::DecodeRawChunk(payload, base, &id, &meta, &h, &chunk) ||
             !name_of(id, &meta.name))
           return undecodable();
-        bytes_[CollectionOf(meta.name)] += frame_bytes;
         RawLoc& loc = s->raw[meta.name][{meta.step, meta.mode}];
-        if (h.chunk_index == 0 || loc.chunks.size() != h.chunk_count ||
-            loc.total_size != h.total_size) {
+        if (h.chunk_index == 0 || loc.chunk_count != h.chunk_count ||
+            loc.total_size != h.total_size || loc.meta.dtype != meta.dtype ||
+            loc.meta.shape != meta.shape) {
           loc = RawLoc{};  // first chunk of a (possibly re-recorded) tensor
           loc.meta = meta;
           loc.total_size = h.total_size;
-          loc.chunks.resize(h.chunk_count);
+          loc.chunk_count = h.chunk_count;
+        } else if (!ChunkFits(loc, h)) {
+          return undecodable();
         }
+        bytes_[CollectionOf(meta.name)] += frame_bytes;
+        if (h.chunk_index + 1 < h.chunk_count) loc.chunk_bytes = h.raw_size;
         RawChunkLoc& c = loc.chunks[h.chunk_index];
-        if (c.path.empty()) ++loc.seen;
         c.path = g->path;
         c.data_offset = off + format::kFrameHeaderSize + (payload.size() - chunk.size());
         c.data_len = chunk.size();
         c.compression = h.compression;
         c.raw_size = h.raw_size;
-        if (loc.seen == loc.chunks.size() && visitor_)
+        if (loc.complete() && visitor_)
           visitor_->OnRawTensor(s->name, meta.name, meta.step, meta.mode);
         return;
       }
@@ -348,6 +453,9 @@ class RunReader::Impl {
   void Problem(std::string msg) {
     if (stats_.problems.size() < kMaxProblems) stats_.problems.push_back(std::move(msg));
   }
+  void Warning(std::string msg) {
+    if (stats_.warnings.size() < kMaxProblems) stats_.warnings.push_back(std::move(msg));
+  }
 
   // Streams to search: one named worker, or all in name order.
   std::vector<const StreamState*> Select(const std::string& worker) const {
@@ -360,7 +468,9 @@ class RunReader::Impl {
 
   std::string dir_;
   RecordVisitor* visitor_;
+  Env* env_;
   RunManifest manifest_;
+  Status manifest_status_ = Status::NotFound("run.json not read yet");
   std::map<std::string, StreamState> streams_;
   std::map<std::string, uint64_t> bytes_;
   ReadStats stats_;
@@ -370,13 +480,13 @@ RunReader::RunReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RunReader::~RunReader() = default;
 
 Result<std::unique_ptr<RunReader>> RunReader::Open(const std::string& run_dir,
-                                                   RecordVisitor* visitor) {
-  Env* env = Env::Default();
+                                                   RecordVisitor* visitor, Env* env) {
+  if (!env) env = Env::Default();
   if (!env->IsDirectory(run_dir)) {
     return Status::NotFound(run_dir + ": no such run directory" +
                             (env->FileExists(run_dir) ? " (it is a file)" : ""));
   }
-  std::unique_ptr<RunReader> r(new RunReader(std::make_unique<Impl>(run_dir, visitor)));
+  std::unique_ptr<RunReader> r(new RunReader(std::make_unique<Impl>(run_dir, visitor, env)));
   auto st = r->Refresh();
   if (!st.ok()) return st.status();
   return r;
@@ -385,6 +495,7 @@ Result<std::unique_ptr<RunReader>> RunReader::Open(const std::string& run_dir,
 Result<size_t> RunReader::Refresh() { return impl_->Refresh(); }
 const std::string& RunReader::run_dir() const { return impl_->dir_; }
 const RunManifest& RunReader::manifest() const { return impl_->manifest_; }
+const Status& RunReader::manifest_status() const { return impl_->manifest_status_; }
 
 std::vector<std::string> RunReader::Streams() const {
   std::vector<std::string> out;
@@ -402,7 +513,7 @@ std::vector<std::string> RunReader::Workers() const {
 
 bool RunReader::StreamLive(const std::string& stream) const {
   auto it = impl_->streams_.find(stream);
-  return it != impl_->streams_.end() && IsLive(it->second.dir);
+  return it != impl_->streams_.end() && impl_->Live(it->second);
 }
 
 bool RunReader::Ended() const {
@@ -411,7 +522,7 @@ bool RunReader::Ended() const {
   for (const auto& [name, s] : impl_->streams_) {
     if (name.rfind("watch-", 0) == 0) continue;
     any = true;
-    if (!s.ended && IsLive(s.dir)) return false;
+    if (!s.ended && impl_->Live(s)) return false;
   }
   return any;
 }
@@ -492,7 +603,7 @@ std::vector<int64_t> RunReader::TensorSteps(const std::string& name, Mode mode,
     auto it = s->raw.find(name);
     if (it != s->raw.end()) {
       for (const auto& [sm, loc] : it->second) {
-        if (ModeMatches(mode, sm.second) && loc.seen == loc.chunks.size()) steps.insert(sm.first);
+        if (ModeMatches(mode, sm.second) && loc.complete()) steps.insert(sm.first);
       }
     }
   }
@@ -517,8 +628,7 @@ bool RunReader::HasRaw(const std::string& name, int64_t step, Mode mode,
     auto it = s->raw.find(name);
     if (it == s->raw.end()) continue;
     for (const auto& [sm, loc] : it->second) {
-      if (sm.first == step && ModeMatches(mode, sm.second) && loc.seen == loc.chunks.size())
-        return true;
+      if (sm.first == step && ModeMatches(mode, sm.second) && loc.complete()) return true;
     }
   }
   return false;
@@ -541,16 +651,18 @@ Result<RawTensorRecord> RunReader::Raw(const std::string& name, int64_t step, Mo
   if (!found) {
     return Status::NotFound("no raw tensor '" + name + "' at step " + std::to_string(step));
   }
-  if (found->seen != found->chunks.size()) {
+  if (!found->complete()) {
     return Status::Unavailable("raw tensor '" + name + "' at step " + std::to_string(step) +
-                               " is incomplete (" + std::to_string(found->seen) + " of " +
-                               std::to_string(found->chunks.size()) + " chunks readable)");
+                               " is incomplete (" + std::to_string(found->chunks.size()) + " of " +
+                               std::to_string(found->chunk_count) + " chunks readable)");
   }
+  // total_size is the sum of the chunks' raw sizes (checked as they were read), each at most
+  // what its stored bytes can decompress to: the allocation is bounded by the file's bytes.
   RawTensorRecord out = found->meta;
   out.data.reserve(found->total_size);
   std::string stored;
-  for (const auto& c : found->chunks) {
-    TS_RETURN_IF_ERROR(Env::Default()->ReadAt(c.path, c.data_offset, c.data_len, &stored));
+  for (const auto& [index, c] : found->chunks) {
+    TS_RETURN_IF_ERROR(impl_->env_->ReadAt(c.path, c.data_offset, c.data_len, &stored));
     if (stored.size() != c.data_len) return Status::Corruption(c.path + ": raw chunk cut short");
     if (c.compression == format::kCompressionNone) {
       out.data.append(stored);

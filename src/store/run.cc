@@ -59,9 +59,10 @@ Result<RunManifest> ManifestFromJson(const std::string& json) {
   try {
     m.schema_version = j.value("schema_version", 0);
     if (m.schema_version > kRunSchemaVersion) {
-      return Status::InvalidArgument("run.json schema_version " + std::to_string(m.schema_version) +
-                                     " is newer than this trainscope understands (" +
-                                     std::to_string(kRunSchemaVersion) + ")");
+      return Status::InvalidArgument(
+          "run.json has schema_version " + std::to_string(m.schema_version) +
+          ", newer than this trainscope reads (it reads schema_version " +
+          std::to_string(kRunSchemaVersion) + "); upgrade trainscope to read this run");
     }
     m.id = j.value("id", "");
     m.name = j.value("name", "");
@@ -79,7 +80,7 @@ Result<RunManifest> ManifestFromJson(const std::string& json) {
 
 Result<RunManifest> ReadManifest(const std::string& run_dir) {
   std::string text;
-  Status st = Env::Default()->ReadFile(JoinPath(run_dir, "run.json"), &text);
+  Status st = Env::Default()->ReadFile(JoinPath(run_dir, "run.json"), &text, kMaxManifestBytes);
   if (!st.ok()) return st;
   return ManifestFromJson(text);
 }

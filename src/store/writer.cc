@@ -101,6 +101,12 @@ class Writer::Impl {
     return true;
   }
 
+  // A record refused before it was queued: counted as dropped.
+  void Reject(size_t bytes) {
+    records_dropped_.fetch_add(1, std::memory_order_relaxed);
+    bytes_dropped_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+
   void Flush() {
     std::unique_lock<std::mutex> lock(mu_);
     uint64_t target = enqueued_seq_;
@@ -299,7 +305,8 @@ class Writer::Impl {
   }
   void EncodeOne(RawTensorRecord& r) {
     uint64_t id = NameId(r.name);
-    size_t chunk_bytes = std::max<size_t>(opt_.raw_chunk_bytes, 1024);
+    size_t chunk_bytes =
+        std::clamp<size_t>(opt_.raw_chunk_bytes, 1024, format::kMaxRawChunkBytes);
     size_t total = r.data.size();
     uint64_t count = std::max<uint64_t>(1, (total + chunk_bytes - 1) / chunk_bytes);
     for (uint64_t i = 0; i < count; ++i) {
@@ -516,7 +523,19 @@ Result<std::unique_ptr<Writer>> Writer::Open(const WriterOptions& options) {
 
 bool Writer::AddScalar(ScalarRecord r) { return impl_->Enqueue(std::move(r)); }
 bool Writer::AddSummary(SummaryRecord r) { return impl_->Enqueue(std::move(r)); }
-bool Writer::AddRawTensor(RawTensorRecord r) { return impl_->Enqueue(std::move(r)); }
+bool Writer::AddRawTensor(RawTensorRecord r) {
+  // Readers skip a raw tensor whose bytes disagree with its dtype and shape (docs/format.md,
+  // 3.3): refuse it here, where the caller can still be told.
+  uint64_t bytes;
+  if (!codec::TensorBytes(r.dtype, r.shape, &bytes) || bytes != r.data.size()) {
+    LogOnce("writer-raw-shape:" + r.name, LogLevel::kWarning,
+            "raw tensor '" + r.name + "': " + std::to_string(r.data.size()) +
+                " bytes do not match its dtype and shape; not recorded");
+    impl_->Reject(r.data.size());
+    return false;
+  }
+  return impl_->Enqueue(std::move(r));
+}
 bool Writer::AddStep(const StepRecord& r) { return impl_->Enqueue(r); }
 bool Writer::AddSystemSample(SystemSampleRecord r) { return impl_->Enqueue(std::move(r)); }
 bool Writer::AddRuleEvent(RuleEventRecord r) { return impl_->Enqueue(std::move(r)); }

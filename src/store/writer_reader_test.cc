@@ -126,6 +126,22 @@ TEST(WriterReader, RawTensorsRoundTripBitExactAcrossChunksAndCompression) {
   }
 }
 
+TEST(WriterReader, RawTensorWhoseBytesDisagreeWithItsShapeIsRefused) {
+  TempDir tmp;
+  auto w = OpenWriter({.run_dir = tmp.path()});
+  EXPECT_FALSE(w->AddRawTensor(
+      {"weights/w", 1, Mode::kTrain, 1, DType::kFloat32, {1000}, std::string(16, 'x'), 0}));
+  EXPECT_FALSE(w->AddRawTensor(
+      {"weights/w", 2, Mode::kTrain, 2, DType::kUInt8, {-16}, std::string(16, 'x'), 0}));
+  EXPECT_TRUE(w->AddRawTensor(
+      {"weights/w", 3, Mode::kTrain, 3, DType::kFloat32, {2, 2}, std::string(16, 'x'), 0}));
+  EXPECT_EQ(w->stats().records_dropped, 2u);
+  ASSERT_TRUE(w->Close().ok());
+  auto r = OpenReader(tmp.path());
+  EXPECT_EQ(r->TensorSteps("weights/w"), std::vector<int64_t>{3});
+  EXPECT_EQ(r->stats().undecodable_records, 0u);
+}
+
 TEST(WriterReader, ReaderTailsALiveRunWithoutReopening) {
   TempDir tmp;
   auto w = OpenWriter({.run_dir = tmp.path(), .flush_interval_ms = 100000});
