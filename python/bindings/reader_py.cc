@@ -198,7 +198,13 @@ void InitReader(py::module_& m) {
         d["torn_tail_bytes"] = s.torn_tail_bytes;
         d["unknown_records"] = s.unknown_records;
         d["undecodable_records"] = s.undecodable_records;
+        d["unreadable_files"] = s.unreadable_files;
+        d["duplicate_segments"] = s.duplicate_segments;
         d["problems"] = s.problems;
+        d["warnings"] = s.warnings;
+        const Status& ms = r.reader->manifest_status();
+        d["manifest_error"] =
+            ms.ok() || ms.IsNotFound() ? py::object(py::none()) : py::object(py::str(ms.message()));
         return d;
       });
 }

@@ -37,6 +37,8 @@ class Run:
     """A run directory opened for reading (see module docs)."""
 
     def __init__(self, path: str, refresh_interval_s: float = 0.05):
+        # Damaged records and unreadable files do not raise: they are skipped and counted in
+        # read_stats(). A run.json of a newer schema_version raises ValueError.
         try:
             self._r = _core.RunReader(str(path))
         except FileNotFoundError as e:
@@ -216,6 +218,11 @@ class Run:
         return self._r.bytes_by_collection()
 
     def read_stats(self) -> dict:
+        """What the reader saw: segments, records, bytes, corrupt_regions, corrupt_bytes,
+        torn_tail_bytes, unknown_records, undecodable_records (valid checksums, impossible
+        contents), unreadable_files (FIFOs, devices, I/O errors), duplicate_segments,
+        manifest_error (why run.json could not be read, or None), problems (damage, with file
+        and byte offset) and warnings (torn tails a crash leaves behind)."""
         return self._r.read_stats()
 
     def _first_worker(self) -> Optional[str]:

@@ -82,13 +82,22 @@ int Inspect(Context& ctx) {
   j["corrupt_bytes"] = st.corrupt_bytes;
   j["torn_tail_bytes"] = st.torn_tail_bytes;
   j["unknown_records"] = st.unknown_records;
+  j["undecodable_records"] = st.undecodable_records;
+  j["unreadable_files"] = st.unreadable_files;
+  j["duplicate_segments"] = st.duplicate_segments;
+  const Status& ms = r.manifest_status();
+  j["manifest_error"] = ms.ok() ? nlohmann::json(nullptr) : nlohmann::json(ms.message());
   if (json) {
     ctx.out << j.dump(2) << "\n";
     return 0;
   }
   auto& o = ctx.out;
-  o << "run " << pos[0] << "  (" << (r.manifest().id.empty() ? "no run.json" : r.manifest().id)
-    << ", " << (r.Ended() ? "ended" : "live") << ")\n";
+  std::string manifest = ms.ok()            ? r.manifest().id
+                         : ms.IsNotFound()   ? "no run.json"
+                         : ms.IsCorruption() ? "run.json unparseable"
+                                             : "run.json unreadable";
+  o << "run " << pos[0] << "  (" << manifest << ", " << (r.Ended() ? "ended" : "live") << ")\n";
+  if (!ms.ok() && !ms.IsNotFound()) o << "  " << ms.message() << "\n";
   o << "segments " << st.segments << ", records " << st.records << ", data " << HumanBytes(st.bytes)
     << "\n\nstreams:\n";
   for (const auto& s : streams) {
@@ -124,9 +133,12 @@ int Inspect(Context& ctx) {
   for (const auto& [c, b] : r.BytesByCollection()) {
     o << "  " << std::setw(16) << c << HumanBytes(b) << "\n";
   }
-  if (st.corrupt_regions || st.torn_tail_bytes || st.unknown_records) {
+  if (st.corrupt_regions || st.torn_tail_bytes || st.unknown_records || st.undecodable_records ||
+      st.unreadable_files || st.duplicate_segments) {
     o << "\nproblems: " << st.corrupt_regions << " corrupt regions (" << st.corrupt_bytes
-      << " bytes), torn tails " << st.torn_tail_bytes << " bytes, unknown records "
+      << " bytes), " << st.undecodable_records << " undecodable records, "
+      << st.unreadable_files << " unreadable files, " << st.duplicate_segments
+      << " duplicate segments, torn tails " << st.torn_tail_bytes << " bytes, unknown records "
       << st.unknown_records << " — run `trainscope verify` for details\n";
   }
   return 0;

@@ -1,5 +1,6 @@
-// trainscope verify RUN: checks every checksum of every segment. Exit 0 when clean (a torn
-// tail left by a crash is a warning, still 0), 1 on corruption, 2 on usage errors.
+// trainscope verify RUN: checks every checksum and every record of every segment, and run.json.
+// Exit 0 when clean (a torn tail left by a crash is a warning, still 0), 1 when anything could
+// not be read or is damaged, 2 on usage errors. Never OK about what it could not read.
 #include <ostream>
 
 #include "command.h"
@@ -20,23 +21,33 @@ int Verify(Context& ctx) {
   }
   auto reader = RunReader::Open(pos[0]);
   if (!reader.ok()) {
+    // A missing directory is a usage error; a run this build cannot read is a failed check.
+    bool missing = reader.status().IsNotFound();
     ctx.err << "trainscope verify: " << reader.status().message() << "\n";
-    return 2;
+    if (!missing) ctx.out << "FAILED: " << reader.status().message() << "\n";
+    return missing ? 2 : 1;
   }
   const ReadStats& st = (*reader)->stats();
-  if (st.segments == 0) {
+  const Status& manifest = (*reader)->manifest_status();
+  if (st.segments == 0 && manifest.IsNotFound()) {
     ctx.err << "trainscope verify: " << pos[0]
             << " contains no segments (is it a run directory?)\n";
     return 2;
   }
-  bool corrupt = st.corrupt_regions > 0 || st.undecodable_records > 0;
-  for (const auto& p : st.problems) {
-    bool torn = p.find("torn") != std::string::npos;
-    (torn ? ctx.err : ctx.out) << (torn ? "warning: " : "CORRUPT: ") << p << "\n";
-  }
-  if (!quiet || corrupt) {
-    ctx.out << (corrupt ? "FAILED" : "OK") << ": " << st.segments << " segments, " << st.records
+  bool manifest_bad = !manifest.ok() && !manifest.IsNotFound();
+  bool failed = manifest_bad || st.corrupt_regions > 0 || st.undecodable_records > 0 ||
+                st.unreadable_files > 0 || st.duplicate_segments > 0;
+  for (const auto& p : st.problems) ctx.out << "CORRUPT: " << p << "\n";
+  for (const auto& w : st.warnings) ctx.err << "warning: " << w << "\n";
+  if (manifest.IsNotFound()) ctx.err << "warning: " << pos[0] << " has no run.json\n";
+  if (!quiet || failed) {
+    ctx.out << (failed ? "FAILED" : "OK") << ": " << st.segments << " segments, " << st.records
             << " records, " << st.bytes << " bytes verified";
+    if (manifest_bad) ctx.out << "; run.json unreadable";
+    if (st.unreadable_files) ctx.out << "; " << st.unreadable_files << " unreadable files";
+    if (st.duplicate_segments) {
+      ctx.out << "; " << st.duplicate_segments << " duplicate segments (skipped)";
+    }
     if (st.corrupt_regions) {
       ctx.out << "; " << st.corrupt_regions << " corrupt regions (" << st.corrupt_bytes
               << " bytes skipped)";
@@ -50,14 +61,18 @@ int Verify(Context& ctx) {
     }
     ctx.out << "\n";
   }
-  return corrupt ? 1 : 0;
+  return failed ? 1 : 0;
 }
 
 TS_COMMAND("verify", "check every checksum in a run; report corruption with byte offsets",
            "usage: trainscope verify RUN [--quiet]\n\n"
-           "Reads every segment of every stream and checks both CRCs of every record.\n"
-           "Exit status: 0 clean (a torn tail from a crash is only a warning), 1 corruption\n"
-           "found (each region is printed with its file and byte offset), 2 usage error.",
+           "Reads every segment of every stream, checks both CRCs of every record and that\n"
+           "its contents are possible, and reads run.json.\n"
+           "Exit status: 0 clean (a torn tail from a crash is only a warning), 1 when\n"
+           "something is damaged or could not be read: corrupt regions and records (each\n"
+           "printed with its file and byte offset), unreadable files (FIFOs, devices, I/O\n"
+           "errors), duplicate segments, a run.json that does not parse or is of a newer\n"
+           "schema_version; 2 usage error.",
            Verify);
 
 }  // namespace
