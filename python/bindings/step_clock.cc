@@ -128,10 +128,13 @@ bool InitStrings() {
   return true;
 }
 
-// Several calls of one criterion in one step (gradient accumulation): the step's value is their
-// mean, recorded again after each call (the store keeps the record written last).
-struct LossMean {
-  long long step = -1;
+// A recorded scalar of the clock ("losses/<name>" by loss hook index, and the scaler's). Several
+// calls of one criterion in one step (gradient accumulation): the step's value is their mean,
+// recorded again after each call (the store keeps the record written last). The running sum
+// lives beside the name, which the loss hook reads anyway (no extra cache miss).
+struct LossSlot {
+  std::string name;
+  long long step = -1;  // of the running mean
   int mode = 0;
   double sum = 0;
   long long n = 0;
@@ -150,14 +153,13 @@ struct Clock {
   PyObject* dev_losses;               // [(loss index, detached device loss, step, mode, mode step)]
   std::shared_ptr<PyWriter>* writer;  // null handle: nothing is recorded
   std::vector<PyWriter::Staged>* pending;  // this thread's step records and losses
-  std::vector<std::string>* loss_names;    // "losses/<name>" by loss_hook index
+  std::vector<LossSlot>* loss_names;       // "losses/<name>" (and amp/...) by index
   std::vector<char>* grad_seen;            // by parameter index, this save step
   PyObject* grads;                         // [(index, grad)] not yet taken by the hook
   long long grad_pending;                  // gradient hooks still to fire this save step
   // torch._C._dynamo.eval_frame.set_eval_frame, or NULL: see DynamoOff
   PyObject* set_eval_frame;
   PyObject* optimizers;  // [weakref] of the optimizers whose step is an OptStep of this clock
-  std::vector<LossMean>* loss_means;  // by loss index: the running mean of the step's losses
 
   long long step;  // global step (the current one)
   int mode;        // 0 TRAIN, 1 EVAL, 2 PREDICT
@@ -514,10 +516,8 @@ void PendScalarRecord(Clock* c, const std::string& name, double value) {
   c->pending->emplace_back(std::move(r));
 }
 
-// The mean of loss `index`'s values in the current step, this one included (LossMean).
-double StepMean(Clock* c, size_t index, double value) {
-  if (c->loss_means->size() <= index) c->loss_means->resize(index + 1);
-  LossMean& m = (*c->loss_means)[index];
+// The mean of the slot's values in the current step, this one included.
+double StepMean(Clock* c, LossSlot& m, double value) {
   if (m.step != c->step || m.mode != c->mode) {
     m.step = c->step;
     m.mode = c->mode;
@@ -601,7 +601,8 @@ PyObject* Loss(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       if (!Absorb(c, "loss")) return nullptr;
       Py_RETURN_NONE;
     }
-    PendScalarRecord(c, (*c->loss_names)[idx], StepMean(c, static_cast<size_t>(idx), value));
+    LossSlot& slot = (*c->loss_names)[static_cast<size_t>(idx)];
+    PendScalarRecord(c, slot.name, StepMean(c, slot, value));
     Py_RETURN_NONE;
   }
   if (numel == 1 && Py_TYPE(out) == reinterpret_cast<PyTypeObject*>(c->tensor_type)) {
@@ -831,7 +832,8 @@ PyObject* AddLossName(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   const char* s = nargs == 1 ? PyUnicode_AsUTF8AndSize(args[0], &n) : nullptr;
   if (s == nullptr)
     return PyErr_Occurred() ? nullptr : PyErr_Format(PyExc_TypeError, "add_loss_name(str)");
-  c->loss_names->emplace_back(s, static_cast<size_t>(n));
+  c->loss_names->emplace_back();
+  c->loss_names->back().name.assign(s, static_cast<size_t>(n));
   return PyLong_FromSize_t(c->loss_names->size() - 1);
 }
 
@@ -1377,9 +1379,8 @@ PyObject* ClockNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   if (c == nullptr) return nullptr;
   c->writer = new std::shared_ptr<PyWriter>();
   c->pending = new std::vector<PyWriter::Staged>();
-  c->loss_names = new std::vector<std::string>();
+  c->loss_names = new std::vector<LossSlot>();
   c->grad_seen = new std::vector<char>();
-  c->loss_means = new std::vector<LossMean>();
   c->amp_found_inf_index = -1;
   Py_INCREF(hook);
   c->hook = hook;
@@ -1432,7 +1433,6 @@ void ClockDealloc(PyObject* self) {
   delete c->pending;
   delete c->loss_names;
   delete c->grad_seen;
-  delete c->loss_means;
   tp->tp_free(self);
   Py_DECREF(tp);
 }
