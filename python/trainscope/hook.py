@@ -444,12 +444,8 @@ class Hook:
         }
 
     def _open_run(self, writer_options: dict) -> None:
-        framework = "pytorch"
-        try:
-            import torch
-            framework = f"pytorch {torch.__version__}"
-        except Exception:
-            pass
+        import torch  # importable: _require_torch() checked it
+        framework = f"pytorch {torch.__version__}"
         _core.create_or_open_run(self.out_dir, name="", command=list(sys.argv),
                                  config_json=json.dumps(self.config(), default=str),
                                  framework=framework)
