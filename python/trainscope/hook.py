@@ -812,9 +812,15 @@ class Hook:
         self._clock.dev_scalars = bool(self._device_scalars) or bool(self._host_copies)
 
     def _slow_close_post(self) -> None:
-        prof = self.profiler
-        if self._profiling is not None and self.step_count + 1 >= prof.end_step:
+        """A step closed inside the profiling window: the window ends with it (its last step,
+        or the hook is closing) or goes on to the next step."""
+        p = self._profiling
+        if p is None:
+            return
+        if self._closed or self.step_count + 1 >= self.profiler.end_step:
             self._stop_profiler()
+        else:
+            p.step(self.step_count)
 
     def _slow_stop_check(self) -> None:
         """Every stop_check_interval_ms at a step start: hands the step records over to the
