@@ -20,6 +20,7 @@ t0=$(date +%s)
 if command -v ccache >/dev/null; then  # objects shared with ./dev build's (same flags)
   export CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
   export CCACHE_NOHASHDIR=1
+  export CC=${CC:-gcc} CXX=${CXX:-g++}  # as ./dev does: ccache hashes the compiler's name
 fi
 "$PYTHON" -m pip wheel --no-deps -w "$WORK/dist" . >"$WORK/wheel.log" 2>&1 \
   || { tail -50 "$WORK/wheel.log"; echo "wheel-check: pip wheel failed" >&2; exit 1; }
