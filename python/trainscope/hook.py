@@ -1078,8 +1078,10 @@ class Hook:
                 index = self._param_index.get(pname)
                 p = None if index is None else self._params[index][1]
                 if p is not None and p.requires_grad:
-                    self._step_handles.append(p.register_hook(
-                        self._clock.callback(3, index)))
+                    # after accumulation, reading .grad: a tensor hook keeping the incoming
+                    # gradient makes torch copy it (see kGradPost in step_clock.cc)
+                    self._step_handles.append(p.register_post_accumulate_grad_hook(
+                        self._clock.callback(4, index)))
                     self._hooked_params.append(p)
                     pending += 1
         self._hooked_grads = pending
@@ -1147,6 +1149,9 @@ class Hook:
             try:
                 if p._backward_hooks is not None and not p._backward_hooks:
                     p._backward_hooks = None
+                if (p._post_accumulate_grad_hooks is not None
+                        and not p._post_accumulate_grad_hooks):
+                    p._post_accumulate_grad_hooks = None
             except Exception:
                 pass
 

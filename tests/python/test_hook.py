@@ -354,7 +354,9 @@ def test_device_path_one_host_copy_per_save_step(run_dir, tiny, monkeypatch):
 
 
 def _grad_hook_count(model):
-    return sum(len(p._backward_hooks or {}) for p in model.parameters())
+    # the hook's gradient hooks are post-accumulate hooks (they read .grad once accumulated)
+    return sum(len(p._backward_hooks or {}) + len(p._post_accumulate_grad_hooks or {})
+               for p in model.parameters())
 
 
 def test_every_step_saving_keeps_step_hooks_and_records_each_step(run_dir, tiny):

@@ -160,6 +160,7 @@ def test_gradient_hooks_leave_no_trace_on_parameters(run_dir, tiny):
     params = list(model.parameters())
     # torch would otherwise call into Python for every later backward of each parameter
     assert all(p._backward_hooks is None for p in params[1:])
+    assert all(p._post_accumulate_grad_hooks is None for p in params)
     assert first._backward_hooks  # the user's own hook stays
     train(hook, model, opt, crit, batches[2:6])
     assert len(user_calls) == 6
@@ -308,3 +309,35 @@ def test_device_losses_cost_no_python_per_step(run_dir, tiny):
     steps, values = ts.open_run(run_dir).scalar("losses/loss")
     assert list(steps) == list(range(36))
     np.testing.assert_allclose(values, seen, rtol=1e-6)
+
+
+def test_gradient_hooks_let_torch_keep_its_gradient_buffers(run_dir, tiny):
+    """On a save step the gradients the hook summarises are the parameters' .grad tensors
+    themselves: no copy of any gradient (a tensor hook keeping the incoming gradient made
+    AccumulateGrad copy every one)."""
+    model, opt, crit, batches = tiny
+    hook = ts.Hook(run_dir, system_monitor_interval_ms=0, save_interval=1,
+                   collections=["losses", ts.Collection("gradients", save_interval=1)])
+    hook.register_module(model)
+    crit = hook.register_loss(crit)
+    seen = {}
+    original = hook._save_items
+
+    def spy(items):
+        for full, t, *_ in items:
+            if full.startswith("gradients/"):
+                seen[full] = t
+        return original(items)
+
+    hook._save_items = spy
+    x, y = batches[0]
+    loss = crit(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    grads = {f"gradients/{n}": p.grad for n, p in model.named_parameters()}
+    opt.step()
+    hook.close()
+    assert set(seen) == set(grads)
+    for name, g in grads.items():
+        assert seen[name].data_ptr() == g.data_ptr(), name
+    assert not hook.errors
