@@ -73,3 +73,20 @@ def live_writer_path() -> str:
 def cli():
     """Path of the trainscope CLI binary (TRAINSCOPE_BIN), or skip."""
     return cli_path()
+
+
+# ---- CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), for tests that check checksums
+# independently of the core (segment records, TensorBoard event files) -------------------------
+_CRC32C_TABLE = []
+for _i in range(256):
+    _c = _i
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    _CRC32C_TABLE.append(_c)
+
+
+def crc32c(data: bytes) -> int:
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _CRC32C_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF

@@ -15,26 +15,11 @@ import pytest
 
 import trainscope as ts
 from trainscope import _core
-from conftest import ROOT, cli_path
+from conftest import ROOT, cli_path, crc32c
 
 TIMEOUT_S = 30
 
 # ---- the format, from docs/format.md ----------------------------------------------------------
-
-_CRC_TABLE = []
-for _i in range(256):
-    _c = _i
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-    _CRC_TABLE.append(_c)
-
-
-def crc32c(data: bytes) -> int:
-    c = 0xFFFFFFFF
-    for b in data:
-        c = _CRC_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
 
 def masked(data: bytes) -> int:
     c = crc32c(data)

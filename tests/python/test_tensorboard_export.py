@@ -2,7 +2,7 @@
 
 A run is written by tests/tools/live_writer (tensor summaries of known values, whose raw float32
 data it dumps), exported with the CLI, and every record of every events file is verified here:
-both masked CRC-32C values (crc32c implemented below from the Castagnoli polynomial), then the
+both masked CRC-32C values (conftest.crc32c, from the Castagnoli polynomial), then the
 Event is decoded by `protoc --decode=tensorboard.Event` against testdata/tensorboard/event.proto.
 Histogram buckets must equal NumPy's np.histogram of the same values, and the reductions exported
 next to each histogram (`<tensor>/<reduction>` simple values) NumPy's reductions.
@@ -16,28 +16,13 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import cli_path as _bin, live_writer_path as _live_writer
+from conftest import cli_path as _bin, crc32c, live_writer_path as _live_writer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROTO_DIR = ROOT / "testdata" / "tensorboard"
 
 
-# ---- CRC-32C (Castagnoli), reflected polynomial 0x82F63B78 --------------------------------------
-_TABLE = []
-for _i in range(256):
-    _c = _i
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-    _TABLE.append(_c)
-
-
-def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = _TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
+# ---- CRC-32C (Castagnoli, conftest.crc32c), masked as TFRecord does ----------------------------
 def masked(crc: int) -> int:
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
