@@ -42,10 +42,15 @@ std::string ManifestToJson(const RunManifest& m);
 Result<RunManifest> ManifestFromJson(const std::string& json);
 
 // Control requests (watchers and the dashboard ask the training process to stop).
-// RequestStop writes RUN/control/stop.json atomically with the reason; StopRequested checks it
-// (one stat() call — cheap enough for every step boundary).
+// RequestStop writes RUN/control/stop.json atomically with the reason. ReadStopRequest: NotFound
+// when there is none (one stat() call, cheap enough for every step boundary), OK with the reason
+// for a well-formed one, InvalidArgument naming what is wrong for a malformed one (not a JSON
+// object; "reason" or "requested_by" not a string; "wall_us" not a number): anyone can write
+// the file, and a malformed request must neither stop a training nor break the one reading it.
+// StopRequested: a well-formed request exists.
 Status RequestStop(const std::string& run_dir, const std::string& reason,
                    const std::string& requested_by);
+Status ReadStopRequest(const std::string& run_dir, std::string* reason);
 bool StopRequested(const std::string& run_dir, std::string* reason = nullptr);
 
 }  // namespace trainscope

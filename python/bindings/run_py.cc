@@ -65,6 +65,18 @@ void InitRun(py::module_& m) {
         return py::str(reason);
       },
       py::arg("run_dir"));
+  m.def(
+      "stop_request",
+      [](const std::string& run_dir) -> py::object {
+        std::string reason;
+        Status s = ReadStopRequest(run_dir, &reason);
+        if (s.code() == Status::Code::kNotFound) return py::none();
+        if (!s.ok()) return py::make_tuple(false, s.message());
+        return py::make_tuple(true, reason);
+      },
+      py::arg("run_dir"),
+      "None without a stop request; (True, reason) for a well-formed one; (False, what is "
+      "wrong) for a malformed one (ignored by the hook, reported once).");
 }
 
 }  // namespace trainscope::pyb

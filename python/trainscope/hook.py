@@ -1481,11 +1481,24 @@ class Hook:
             if r is not None and r.stop_requested():
                 self._request_stop_inprocess(r.stop_reason() or "rule stop_training action")
                 return
-            if _core.stop_requested(self.out_dir):
-                reason = _core.stop_reason(self.out_dir) or "stop requested"
-                self._request_stop_inprocess(reason, source="control")
+            req = _core.stop_request(self.out_dir)
+            if req is None:
+                return
+            ok, text = req
+            if ok:
+                self._request_stop_inprocess(text or "stop requested", source="control")
+            elif text != self._bad_stop_request:
+                # anyone who can write the run directory can write this file: a malformed
+                # request is said once (per distinct problem) and ignored, not a hook error
+                self._bad_stop_request = text
+                log.warning("trainscope: ignoring a malformed stop request: %s", text)
+                if self._writer is not None:
+                    self._writer.add_event("stop_request_invalid", json.dumps({
+                        "message": text, "step": self.step_count}))
         except Exception as e:
             self._fail("stop check", e)
+
+    _bad_stop_request: Optional[str] = None
 
     def _request_stop_inprocess(self, reason: str, source: str = "rule") -> None:
         with self._lock:

@@ -292,6 +292,30 @@ TEST_F(DashboardTest, StopRejectsCrossSiteRequests) {
   EXPECT_EQ(reason, "enough");
 }
 
+TEST_F(DashboardTest, MalformedStopRequestIsNoStopAndSaysWhy) {
+  const std::filesystem::path run(run_);
+  std::filesystem::create_directories(run / "control");
+  const auto write = [&](const char* text) { std::ofstream(run / "control/stop.json") << text; };
+  std::string reason = "unchanged";
+  EXPECT_EQ(ReadStopRequest(run_, &reason).code(), Status::Code::kNotFound);
+  for (const char* bad : {R"({"reason":5,"requested_by":[],"wall_us":"x"})",
+                          R"({"reason":"x","requested_by":[]})", R"({"wall_us":"x"})", "[1]",
+                          "garbage", ""}) {
+    write(bad);
+    Status s = ReadStopRequest(run_, &reason);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("stop.json"), std::string::npos) << s.ToString();
+    EXPECT_FALSE(StopRequested(run_, &reason)) << bad;
+  }
+  EXPECT_EQ(reason, "unchanged");
+  write(R"({"reason":"enough","requested_by":"watch","wall_us":12})");
+  EXPECT_TRUE(ReadStopRequest(run_, &reason).ok());
+  EXPECT_EQ(reason, "enough");
+  write("{}");  // no reason: still a stop
+  EXPECT_TRUE(StopRequested(run_, &reason));
+  EXPECT_EQ(reason, "");
+}
+
 TEST_F(DashboardTest, ForeignHostHeaderRefusedWithoutToken) {
   StartServer("");
   auto r = Raw(port_, "GET /api/runs HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n");

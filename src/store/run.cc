@@ -118,18 +118,33 @@ Status RequestStop(const std::string& run_dir, const std::string& reason,
   return env->WriteFileAtomic(JoinPath(dir, "stop.json"), j.dump() + "\n");
 }
 
-bool StopRequested(const std::string& run_dir, std::string* reason) {
-  std::string path = run_dir + "/control/stop.json";
+Status ReadStopRequest(const std::string& run_dir, std::string* reason) {
+  const std::string path = run_dir + "/control/stop.json";
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return false;
-  if (reason) {
-    std::string text;
-    if (Env::Default()->ReadFile(path, &text).ok()) {
-      auto j = nlohmann::json::parse(text, nullptr, false);
-      *reason = (!j.is_discarded() && j.is_object()) ? j.value("reason", "") : "";
-    }
+  if (::stat(path.c_str(), &st) != 0) return Status::NotFound("no stop request");
+  std::string text;
+  Status read = Env::Default()->ReadFile(path, &text);
+  if (!read.ok()) return Status::InvalidArgument(path + ": " + read.ToString());
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return Status::InvalidArgument(path + ": not a JSON object");
+  for (const char* key : {"reason", "requested_by"}) {
+    auto it = j.find(key);
+    if (it != j.end() && !it->is_string())
+      return Status::InvalidArgument(path + ": \"" + key + "\" is not a string");
   }
-  return true;
+  auto wall = j.find("wall_us");
+  if (wall != j.end() && !wall->is_number())
+    return Status::InvalidArgument(path + ": \"wall_us\" is not a number");
+  if (reason != nullptr) {
+    auto it = j.find("reason");
+    *reason = it == j.end() ? "" : it->get<std::string>();
+  }
+  return Status::OK();
+}
+
+bool StopRequested(const std::string& run_dir, std::string* reason) {
+  return ReadStopRequest(run_dir, reason).ok();
 }
 
 }  // namespace trainscope

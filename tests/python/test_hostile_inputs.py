@@ -322,3 +322,51 @@ def test_duplicate_segment_is_detected_and_not_double_counted(tmp_path):
     v = run_cli("verify", d)
     assert v.returncode == 1, v.stdout
     assert "duplicate" in v.stdout and "seg-00000005.tsseg" in v.stdout
+
+
+# ---- control files (finding 4) -----------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    '{"reason":5,"requested_by":[],"wall_us":"x"}',
+    '{"reason":"ok","wall_us":"x"}',
+    '[1, 2]',
+    'not json at all',
+])
+def test_a_malformed_stop_request_is_ignored_said_once_and_a_good_one_still_stops(tmp_path,
+                                                                                  text):
+    import json
+    import torch
+    from conftest import train
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    crit = torch.nn.CrossEntropyLoss()
+    batches = [(torch.randn(4, 8), torch.randint(0, 3, (4,))) for _ in range(80)]
+    run = str(tmp_path / "run")
+    hook = ts.Hook(run, save_interval=5, system_monitor_interval_ms=0, stop_check_interval_ms=0)
+    hook.register_module(model)
+    crit = hook.register_loss(crit)
+    hook.register_optimizer(opt)
+    os.makedirs(os.path.join(run, "control"), exist_ok=True)
+    with open(os.path.join(run, "control", "stop.json"), "w") as f:
+        f.write(text)
+    train(hook, model, opt, crit, batches[:60])
+    hook._poll_stop()
+    assert not hook.should_stop, "a malformed request must not stop the training"
+    assert hook.error_count == 0 and not hook.errors, hook.errors
+    assert hook._saving, "capture must stay on"
+    _core.request_stop(run, "watcher says stop")  # a well-formed request replaces it
+    steps_before = hook.step_count
+    for x, y in batches[60:]:
+        loss = crit(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        hook._poll_stop()
+        if hook.should_stop:
+            break
+    assert hook.should_stop and hook.stop_reason == "watcher says stop"
+    assert hook.step_count - steps_before <= 2
+    hook.close()
+    events = [e for e in ts.open_run(run).events() if e["kind"] == "stop_request_invalid"]
+    assert len(events) == 1, events
