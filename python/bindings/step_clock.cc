@@ -1279,12 +1279,12 @@ PyObject* WrapIter(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 // parameter's gradient) that forwards to the clock. A copy of the module (copy.deepcopy for
 // an EMA model, torch.save of the whole module) gets _core.inert_hook in its place, so the
 // copy neither counts steps nor fails to pickle.
-// kGradPost is a parameter's post-accumulate-grad hook (torch >= 2.1): it is called with the
-// parameter once its .grad is accumulated and reads .grad then. A tensor pre-hook (kGrad)
-// that keeps the incoming gradient stops AccumulateGrad from stealing that buffer, so torch
-// copies every gradient (an allocation and a copy per parameter, about 0.1x of a step of the
-// anchor model); the post hook keeps the accumulated .grad itself and costs nothing of that.
-enum CallbackKind { kModelPre = 0, kModelPost = 1, kLoss = 2, kGrad = 3, kGradPost = 4 };
+// kGrad is a parameter's post-accumulate-grad hook (torch >= 2.1): it is called with the
+// parameter once its .grad is accumulated and reads .grad then. A tensor pre-hook keeping the
+// incoming gradient would stop AccumulateGrad from stealing that buffer, so torch would copy
+// every gradient (an allocation and a copy per parameter, about 0.1x of a step of the anchor
+// model); the post hook keeps the accumulated .grad itself and costs nothing of that.
+enum CallbackKind { kModelPre = 0, kModelPost = 1, kLoss = 2, kGrad = 3 };
 
 struct Callback {
   PyObject_HEAD vectorcallfunc vectorcall;
@@ -1310,11 +1310,6 @@ PyObject* CallbackCall(PyObject* self, PyObject* const* args, size_t nargsf, PyO
       return Loss(clock, a, 4);
     }
     case kGrad: {
-      if (n != 1) return PyErr_Format(PyExc_TypeError, "gradient hook(grad)");
-      PyObject* a[2] = {cb->index, args[0]};
-      return Grad(clock, a, 2);
-    }
-    case kGradPost: {
       if (n != 1) return PyErr_Format(PyExc_TypeError, "post-accumulate gradient hook(param)");
       if (!cb->clock->plan_active) Py_RETURN_NONE;
       PyObject* grad = PyObject_GetAttr(args[0], S.grad);
@@ -1343,18 +1338,18 @@ PyObject* CallbackDeepcopy(PyObject*, PyObject*) {
 }
 
 PyObject* CallbackRepr(PyObject* self) {
-  static const char* names[] = {"model_pre", "model_post", "loss", "grad", "grad_post"};
-  const int kind = reinterpret_cast<Callback*>(self)->kind;
-  return PyUnicode_FromFormat("<trainscope hook %s>", names[kind >= 0 && kind <= 4 ? kind : 0]);
+  static const char* names[] = {"model_pre", "model_post", "loss", "grad"};
+  return PyUnicode_FromFormat("<trainscope hook %s>",
+                              names[reinterpret_cast<Callback*>(self)->kind & 3]);
 }
 
-// clock.callback(kind, index=None): 0 model pre, 1 model post, 2 loss, 3 gradient (tensor
-// hook), 4 gradient (post-accumulate hook on the parameter)
+// clock.callback(kind, index=None): 0 model pre, 1 model post, 2 loss, 3 gradient (a
+// post-accumulate-grad hook on the parameter)
 PyObject* MakeCallback(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   long long kind;
   if (nargs < 1 || nargs > 2) return PyErr_Format(PyExc_TypeError, "callback(kind, index=None)");
   if (!ArgInt(args[0], &kind)) return nullptr;
-  if (kind < kModelPre || kind > kGradPost)
+  if (kind < kModelPre || kind > kGrad)
     return PyErr_Format(PyExc_ValueError, "callback: kind %lld", kind);
   if ((kind == kLoss || kind >= kGrad) && (nargs < 2 || !PyLong_Check(args[1])))
     return PyErr_Format(PyExc_TypeError, "callback: loss and gradient hooks need an index");

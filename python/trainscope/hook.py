@@ -1079,9 +1079,9 @@ class Hook:
                 p = None if index is None else self._params[index][1]
                 if p is not None and p.requires_grad:
                     # after accumulation, reading .grad: a tensor hook keeping the incoming
-                    # gradient makes torch copy it (see kGradPost in step_clock.cc)
+                    # gradient makes torch copy it (see kGrad in step_clock.cc)
                     self._step_handles.append(p.register_post_accumulate_grad_hook(
-                        self._clock.callback(4, index)))
+                        self._clock.callback(3, index)))
                     self._hooked_params.append(p)
                     pending += 1
         self._hooked_grads = pending
