@@ -729,6 +729,18 @@ PyObject* MarkBackwardEnd(PyObject* self, PyObject* const* args, Py_ssize_t narg
   Py_RETURN_NONE;
 }
 
+// The backward pass of this step began at t_ns (perf_counter_ns), unless an earlier mark or
+// the loss did: zero-code capture (python/trainscope/_autorun.py) sees backward() itself.
+PyObject* MarkBackwardStart(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  long long t;
+  if (nargs != 1 || !ArgInt(args[0], &t))
+    return PyErr_Occurred() ? nullptr
+                            : PyErr_Format(PyExc_TypeError, "mark_backward_start(t_ns)");
+  if (c->record_phases && !c->bwd_start_ns) c->bwd_start_ns = t;
+  Py_RETURN_NONE;
+}
+
 // get(kind, mode) / set(kind, mode, value) over the per-mode arrays:
 // kind 0 = mode steps, 1 = next save step, 2 = next loss save step.
 long long* ModeArray(Clock* c, PyObject* kind_obj) {
@@ -1518,6 +1530,7 @@ PyMethodDef kClockMethods[] = {
     TS_FAST("close_step", StepAtPy<CloseStep>, "close_step(now_us)"),
     TS_FAST("advance", AdvancePy, "advance(quiet=False): next step; quiet skips callbacks"),
     TS_FAST("mark_backward_end", MarkBackwardEnd, "mark_backward_end(perf_counter_ns)"),
+    TS_FAST("mark_backward_start", MarkBackwardStart, "mark_backward_start(perf_counter_ns)"),
     TS_FAST("get", GetPy, "get(kind, mode): 0 mode steps, 1 next save, 2 next loss save"),
     TS_FAST("set", SetPy, "set(kind, mode, value)"),
     TS_FAST("set_writer", SetWriter, "set_writer(Writer or None)"),

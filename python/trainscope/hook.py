@@ -282,6 +282,11 @@ class Hook:
                  auto_step: bool = True,
                  worker: Optional[str] = None, run_name: str = "", max_errors: int = 50,
                  writer_options: Optional[dict] = None):
+        # Zero-code capture (`trainscope run`, python/trainscope/_autorun.py) yields to a hook
+        # the script makes itself: nothing is recorded twice.
+        auto = sys.modules.get("_trainscope_autorun")
+        if auto is not None:
+            auto.yield_to(self)
         _require_torch()
         # ---- state that must exist even when setup fails -------------------------------
         # The per-step fast path in C (python/bindings/step_clock.cc) owns the step state:

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -17,6 +18,7 @@
 
 #include "child_process.h"
 #include "command.h"
+#include "instrument.h"
 #include "run_status_line.h"
 #include "trainscope/reader.h"
 #include "trainscope/rules.h"
@@ -28,11 +30,15 @@
 namespace trainscope::cli {
 namespace {
 
+// The exit status of a training that the zero-code capture stopped (python/trainscope/_autorun.py).
+constexpr int kStoppedExitCode = 76;
+
 constexpr char kUsage[] =
     "usage: trainscope run [--out RUN] [--interval-ms N] [--rules NAME[,NAME...]]\n"
     "                      [--actions stop_training,log] [--config FILE]\n"
     "                      [--metrics-port N] [--metrics-host H]\n"
     "                      [--term-after-s S] [--kill-after-s S] [--quiet]\n"
+    "                      [--no-instrument] [--model-regex RX]\n"
     "                      -- COMMAND ARGS...\n\n"
     "Starts COMMAND (a Python or C++ training) as a child and records into RUN: system and GPU\n"
     "samples of the child's process tree every N ms (default 500, 100..60000), and whatever the\n"
@@ -46,6 +52,13 @@ constexpr char kUsage[] =
     "--metrics-port N serves Prometheus metrics of the run (system, GPU, step time, rule\n"
     "statuses, dropped records) on http://H:N/metrics (H default 127.0.0.1; any other host\n"
     "needs a token in TRAINSCOPE_TOKEN, sent as 'Authorization: Bearer TOKEN').\n"
+    "Zero-code capture (on unless --no-instrument): every Python interpreter of the job loads\n"
+    "trainscope first (a sitecustomize on PYTHONPATH; the interpreter's own still runs),\n"
+    "finds the model, the optimizer and the loss by itself at the first optimizer step and\n"
+    "records them as an explicit trainscope.Hook would; a stop request ends the training at\n"
+    "the next step with exit status 76. A script that creates its own Hook keeps it.\n"
+    "--model-regex RX (or \"instrument\": {\"model_regex\": RX} in --config) picks the model\n"
+    "whose class or variable name matches RX when there are several (GAN, teacher/student).\n"
     "Default RUN: runs/<command>-<yyyymmdd-hhmmss>.";
 
 std::string HostName() {
@@ -83,6 +96,8 @@ int Run(Context& ctx) {
   double term_after = std::stod(args.Take("--term-after-s", "10"));
   double kill_after = std::stod(args.Take("--kill-after-s", "10"));
   bool quiet = args.TakeBool("--quiet");
+  bool no_instrument = args.TakeBool("--no-instrument");
+  std::string model_regex = args.Take("--model-regex");
   std::string metrics_port = args.Take("--metrics-port");
   std::string metrics_host = args.Take("--metrics-host", "127.0.0.1");
   const char* token_env = std::getenv("TRAINSCOPE_TOKEN");
@@ -129,6 +144,25 @@ int Run(Context& ctx) {
       ctx.err << "trainscope run: cannot read --config " << config_path << "\n";
       return 2;
     }
+    // "instrument" configures the zero-code capture; the rest is the rules config.
+    auto root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (root.is_object() && root.contains("instrument")) {
+      const auto& ins = root["instrument"];
+      if (!ins.is_object()) {
+        ctx.err << "trainscope run: " << config_path << ": \"instrument\" must be an object\n";
+        return 2;
+      }
+      for (const auto& [k, v] : ins.items()) {
+        if (k != "model_regex" || !v.is_string()) {
+          ctx.err << "trainscope run: " << config_path << ": instrument." << k
+                  << ": unknown or not a string (allowed: model_regex)\n";
+          return 2;
+        }
+      }
+      if (model_regex.empty()) model_regex = ins.value("model_regex", std::string());
+      root.erase("instrument");
+      text = root.dump();
+    }
     auto r = ParseRulesConfig(text);
     if (!r.ok()) {
       ctx.err << "trainscope run: " << config_path << ": " << r.status().message() << "\n";
@@ -165,9 +199,21 @@ int Run(Context& ctx) {
   }
   Writer& w = **writer;
 
+  std::map<std::string, std::string> child_env = {{"TRAINSCOPE_RUN_DIR", out},
+                                                  {"TRAINSCOPE_MONITORED", "1"}};
+  if (!no_instrument) {
+    auto ins = PrepareInstrumentation(
+        {.run_dir = out, .model_regex = model_regex, .fast_stops = !rules.empty()});
+    if (ins.ok()) {
+      child_env.insert(ins->begin(), ins->end());
+    } else {
+      ctx.err << "trainscope run: zero-code capture disabled: " << ins.status().message() << "\n";
+    }
+  }
+
   InstallForwardingHandlers();
   ChildProcess child;
-  if (!child.Start(command, {{"TRAINSCOPE_RUN_DIR", out}, {"TRAINSCOPE_MONITORED", "1"}}, &error)) {
+  if (!child.Start(command, child_env, &error)) {
     ctx.err << "trainscope run: " << error << "\n";
     w.AddEvent({"launch_failed", NowMicros(), nlohmann::json{{"error", error}}.dump()});
     w.Close();
@@ -266,6 +312,13 @@ int Run(Context& ctx) {
   if (sampler.ok()) (*sampler)->Stop();
   if (runner) runner->Stop(/*finish=*/true);
   int code = child.exit_code();
+  std::vector<std::string> captured;
+  if (!no_instrument) {
+    for (const auto& s : ReadInstrumentStatus(out)) {
+      w.AddEvent({"instrumentation", NowMicros(), s.json});
+    }
+    captured = DescribeInstrumentation(ReadInstrumentStatus(out));
+  }
   w.AddEvent({"child_exited", NowMicros(),
               nlohmann::json{{"exit_code", code},
                              {"duration_s", (NowMicros() - started_us) / 1e6},
@@ -273,6 +326,10 @@ int Run(Context& ctx) {
                   .dump()});
   w.Close();
   if (!quiet) {
+    for (const auto& line : captured) ctx.err << "trainscope: " << line << "\n";
+    if (code == kStoppedExitCode && stop_fired) {
+      ctx.err << "trainscope: the training stopped at a step because a rule asked it to\n";
+    }
     ctx.err << "trainscope: run recorded in " << out << " (exit status " << code
             << "). Next: trainscope report " << out << "\n";
   }

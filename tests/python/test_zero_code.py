@@ -1,0 +1,183 @@
+"""Zero-code capture: `trainscope run -- python train.py` on scripts that do not mention
+trainscope (tests/python/scripts/plain_digits.py), as a new user runs them."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import trainscope as ts
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "plain_digits.py")
+STOPPED = 76  # _autorun.STOPPED_EXIT_CODE
+
+
+def run_under(cli, run, *script_args, cli_args=(), env=None, script=SCRIPT, timeout=240,
+              python_args=()):
+    cmd = [cli, "run", "--out", str(run), "--quiet", *cli_args, "--",
+           sys.executable, *python_args, script, *script_args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       env=dict(os.environ, **(env or {})))
+    return p
+
+
+def printed_losses(stdout: str):
+    rows = [line.split() for line in stdout.splitlines() if line.startswith("loss ")]
+    return np.array([int(r[1]) for r in rows]), np.array([float(r[2]) for r in rows])
+
+
+def statuses(run):
+    d = os.path.join(run, "instrument")
+    return [json.load(open(os.path.join(d, f))) for f in sorted(os.listdir(d))
+            if f.endswith(".json")]
+
+
+def test_fault_is_caught_and_stops_the_job(cli, tmp_path):
+    run = tmp_path / "nan"
+    p = run_under(cli, run, "--steps", "3000", "--fault-step", "150",
+                  cli_args=["--rules", "exploding_tensor,loss_not_decreasing",
+                            "--actions", "stop_training"])
+    assert p.returncode == STOPPED, p.stderr
+    assert "finished" not in p.stdout
+    r = ts.open_run(str(run))
+    fired = [e for e in r.rule_events()
+             if e["rule"] == "exploding_tensor" and e["status"] == "IssuesFound"]
+    assert fired, r.rule_events()
+    assert 150 <= fired[0]["step"] <= 150 + 100  # within one save interval (100)
+    steps, losses = r.scalar("losses/loss")
+    assert steps[-1] < 2999  # ended early
+    assert np.isnan(losses[steps >= 150]).all() and np.isfinite(losses[steps < 150]).all()
+    assert r.events("stop_requested"), "the stop is recorded in the worker's stream"
+    exited = r.events("child_exited")[-1]
+    assert exited["stopped_by_rule"] and exited["exit_code"] == STOPPED
+    assert statuses(str(run))[-1]["state"] == "stopped"
+
+
+def test_healthy_script_records_what_it_printed(cli, tmp_path):
+    run = tmp_path / "ok"
+    p = run_under(cli, run, "--steps", "250", "--loader",
+                  cli_args=["--rules", "exploding_tensor,loss_not_decreasing",
+                            "--actions", "stop_training"])
+    assert p.returncode == 0, p.stderr
+    assert "finished" in p.stdout
+    r = ts.open_run(str(run))
+    final = r.rule_statuses()
+    assert final["exploding_tensor"]["status"] == "NoIssuesFound", final
+    assert all(v["status"] != "IssuesFound" for v in final.values()), final
+    steps, losses = r.scalar("losses/loss")
+    want_steps, want = printed_losses(p.stdout)
+    np.testing.assert_array_equal(steps, want_steps)
+    np.testing.assert_allclose(losses, want, rtol=1e-6)
+    # what an explicit hook records: gradients and weights on the default schedule, step
+    # records with phases and the data loader's wait
+    names = r.tensor_names()
+    assert {"gradients/fc1.weight", "weights/fc2.weight"} <= set(names), names
+    # the model is found at the first optimizer step: tensors from the next save step on
+    assert list(r.tensor("gradients/fc1.weight").steps()) == [100, 200]
+    recs = r.step_records()
+    assert len(recs) == 250
+    later = recs[5:]
+    assert all(s["forward_us"] >= 0 and s["backward_us"] >= 0 and s["optimizer_us"] >= 0
+               for s in later)
+    assert all(s["data_wait_us"] >= 0 for s in later)
+    st = statuses(str(run))[-1]
+    assert st["state"] == "active" and st["model"]["class"] == "Net"
+    assert st["loss"] == "the scalar on which backward() is called"
+
+
+def test_gradient_accumulation_records_the_unscaled_loss(cli, tmp_path):
+    run = tmp_path / "acc"
+    p = run_under(cli, run, "--steps", "40", "--accumulate", "3")
+    assert p.returncode == 0, p.stderr
+    steps, losses = ts.open_run(str(run)).scalar("losses/loss")
+    want_steps, want = printed_losses(p.stdout)
+    np.testing.assert_array_equal(steps, want_steps)  # one optimizer step = one step
+    np.testing.assert_allclose(losses, want, rtol=1e-5)
+
+
+def test_several_models_choose_the_trained_one_and_regex_overrides(cli, tmp_path):
+    run = tmp_path / "gan"
+    p = run_under(cli, run, "--steps", "20", "--gan")
+    assert p.returncode == 0, p.stderr
+    st = statuses(str(run))[-1]
+    assert st["model"]["class"] == "Net" and st["other_optimizers"] == ["SGD"], st
+    assert any("critic (Sequential" in c for c in st["candidates"])
+    names = ts.open_run(str(run)).tensor_names()
+    assert "weights/fc1.weight" in names
+
+    run2 = tmp_path / "critic"
+    p = run_under(cli, run2, "--steps", "20", "--gan", cli_args=["--model-regex", "^crit"])
+    assert p.returncode == 0, p.stderr
+    st = statuses(str(run2))[-1]
+    assert st["model"]["name"] == "critic" and st["model_regex"] == "^crit"
+    assert "weights/0.weight" in ts.open_run(str(run2)).tensor_names()
+
+
+def test_instrumentation_failure_leaves_the_training_running(cli, tmp_path):
+    run = tmp_path / "broken"
+    p = run_under(cli, run, "--steps", "30", "--broken")
+    assert p.returncode == 0, p.stderr
+    assert "finished" in p.stdout
+    assert "instrumentation failed" in p.stderr
+    st = statuses(str(run))[-1]
+    assert st["state"] == "failed" and "hides its parameters" in st["message"]
+    kinds = [(e["kind"], e.get("state")) for e in ts.open_run(str(run)).events()]
+    assert ("instrumentation", "failed") in kinds  # recorded in the run, not only printed
+
+
+def test_a_script_hook_wins_and_nothing_is_recorded_twice(cli, tmp_path):
+    script = tmp_path / "own_hook.py"
+    script.write_text(textwrap.dedent("""
+        import torch, trainscope as ts
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        hook = ts.Hook(save_interval=5)
+        hook.register_module(model)
+        crit = hook.register_loss(torch.nn.MSELoss())
+        for i in range(20):
+            loss = crit(model(torch.randn(8, 4)), torch.zeros(8, 1))
+            loss.backward(); opt.step(); opt.zero_grad()
+        hook.close()
+        print("finished")
+    """))
+    run = tmp_path / "own"
+    p = run_under(cli, run, script=str(script))
+    assert p.returncode == 0, p.stderr
+    r = ts.open_run(str(run))
+    assert [w for w in r.workers()] == ["worker-0"]
+    steps, _ = r.scalar("losses/loss")
+    assert list(steps) == list(range(20))
+    assert len(r.step_records()) == 20
+    assert all(s["state"] in ("searching", "stood_down") for s in statuses(str(run)))
+
+
+def test_no_instrument_records_no_training_data(cli, tmp_path):
+    run = tmp_path / "off"
+    p = run_under(cli, run, "--steps", "10", cli_args=["--no-instrument"])
+    assert p.returncode == 0, p.stderr
+    assert not os.path.exists(os.path.join(run, "instrument"))
+    assert ts.open_run(str(run)).workers() == []
+
+
+def test_python_m_pythonpath_and_own_sitecustomize_keep_working(cli, tmp_path):
+    pkg = tmp_path / "lib" / "mytrain"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    # python -m mytrain, found through the user's PYTHONPATH, whose own sitecustomize ran
+    (pkg / "__main__.py").write_text(
+        "import os\nassert os.environ.get('USER_SITE_RAN') == '1', 'user sitecustomize'\n"
+        + open(SCRIPT).read())
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = '1'\n")
+    run = tmp_path / "m"
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "lib"), str(site)]
+                                         + [os.environ.get("PYTHONPATH", "")])}
+    p = run_under(cli, run, "--steps", "12", env=env, script="mytrain", python_args=["-m"])
+    assert p.returncode == 0, p.stderr
+    assert "finished" in p.stdout
+    steps, _ = ts.open_run(str(run)).scalar("losses/loss")
+    assert list(steps) == list(range(12))

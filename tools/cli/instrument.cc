@@ -1,0 +1,162 @@
+#include "instrument.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace trainscope::cli {
+namespace {
+
+// The child's first sitecustomize. It must never break the child: the interpreter's own
+// sitecustomize still runs (and its errors surface as they would), and a failure to arm the
+// capture is written to RUN/instrument/<pid>.json for `trainscope run` to report.
+constexpr char kBootstrap[] = R"PY(# Written by `trainscope run` (zero-code capture); see docs/user-guide.md.
+# Arms trainscope's automatic hook in this interpreter, then runs the interpreter's own
+# sitecustomize, if there is one.
+import os as _os
+import sys as _sys
+
+
+def _trainscope_boot():
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != here]
+    me = _sys.modules.get("sitecustomize")
+    run_dir = _os.environ.get("TRAINSCOPE_RUN_DIR", "")
+    if run_dir and _os.environ.get("TRAINSCOPE_INSTRUMENT") == "1" \
+            and "_trainscope_autorun" not in _sys.modules:
+        try:
+            import importlib.util as iu
+            spec = iu.find_spec("trainscope")
+            if spec is None or not spec.submodule_search_locations:
+                raise ImportError("the trainscope package is not importable by " +
+                                  _sys.executable + " (pip install trainscope there)")
+            path = _os.path.join(list(spec.submodule_search_locations)[0], "_autorun.py")
+            s = iu.spec_from_file_location("_trainscope_autorun", path)
+            m = iu.module_from_spec(s)
+            _sys.modules["_trainscope_autorun"] = m
+            s.loader.exec_module(m)
+            m.install(run_dir)
+        except Exception as e:  # the training runs unmonitored and the run says why
+            _sys.modules.pop("_trainscope_autorun", None)
+            try:
+                import json, time
+                d = _os.path.join(run_dir, "instrument")
+                _os.makedirs(d, exist_ok=True)
+                p = _os.path.join(d, "%d.json" % _os.getpid())
+                with open(p + ".tmp", "w") as f:
+                    json.dump({"state": "failed", "pid": _os.getpid(), "argv": list(_sys.argv),
+                               "executable": _sys.executable, "wall_us": time.time_ns() // 1000,
+                               "message": "instrumentation could not be loaded: %r" % (e,)}, f)
+                _os.replace(p + ".tmp", p)
+            except Exception:
+                pass
+    _sys.modules.pop("sitecustomize", None)
+    try:
+        import sitecustomize  # noqa: F401 - the interpreter's own
+    except ImportError as e:
+        if e.name != "sitecustomize":
+            raise
+        if me is not None:
+            _sys.modules["sitecustomize"] = me
+
+
+_trainscope_boot()
+del _trainscope_boot
+)PY";
+
+std::string Absolute(const std::string& p) {
+  std::error_code ec;
+  auto a = std::filesystem::absolute(p, ec);
+  return ec ? p : a.lexically_normal().string();
+}
+
+}  // namespace
+
+Result<std::map<std::string, std::string>> PrepareInstrumentation(const InstrumentOptions& o) {
+  const std::string run_dir = Absolute(o.run_dir);
+  const std::string boot = run_dir + "/instrument/boot";
+  std::error_code ec;
+  std::filesystem::create_directories(boot, ec);
+  if (ec) return Status::IOError("cannot create " + boot + ": " + ec.message());
+  const std::string path = boot + "/sitecustomize.py";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << kBootstrap;
+    if (!f.flush()) return Status::IOError("cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::IOError("cannot write " + path + ": " + ec.message());
+
+  std::map<std::string, std::string> env;
+  const char* old = std::getenv("PYTHONPATH");
+  env["PYTHONPATH"] = boot + (old && *old ? ":" + std::string(old) : "");
+  env["TRAINSCOPE_INSTRUMENT"] = "1";
+  if (!o.model_regex.empty()) env["TRAINSCOPE_MODEL_REGEX"] = o.model_regex;
+  nlohmann::json opts = nlohmann::json::object();
+  if (o.fast_stops) {
+    // The rules run in `trainscope run`, reading what the child's writer flushed: flush and
+    // look for stop requests as often as in-process rules would.
+    opts["hook"] = {{"stop_check_interval_ms", 20},
+                    {"writer_options", {{"flush_interval_ms", 20}}}};
+  }
+  env["TRAINSCOPE_INSTRUMENT_OPTIONS"] = opts.dump();
+  return env;
+}
+
+std::vector<InstrumentStatus> ReadInstrumentStatus(const std::string& run_dir) {
+  std::vector<InstrumentStatus> out;
+  std::error_code ec;
+  const std::string dir = run_dir + "/instrument";
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto& p = it->path();
+    if (p.extension() != ".json") continue;
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) continue;
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    auto j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) continue;
+    InstrumentStatus s;
+    s.pid = j.value("pid", int64_t{0});
+    s.state = j.value("state", std::string());
+    s.message = j.value("message", std::string());
+    s.json = j.dump();
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pid < b.pid; });
+  return out;
+}
+
+std::vector<std::string> DescribeInstrumentation(const std::vector<InstrumentStatus>& s) {
+  std::vector<std::string> lines;
+  bool captured = false;
+  for (const auto& e : s) {
+    if (e.state == "active" || e.state == "stopped" || e.state == "stood_down" ||
+        e.state == "failed") {
+      lines.push_back("pid " + std::to_string(e.pid) + ": " + e.message);
+      captured = captured || e.state != "failed";
+    }
+  }
+  if (!captured && lines.empty()) {
+    if (s.empty()) {
+      lines.push_back(
+          "no Python process loaded the zero-code capture (not a Python command, or an "
+          "interpreter started with -I, -E or -S); only system samples were recorded");
+    } else {
+      for (const auto& e : s) {
+        if (!e.message.empty()) lines.push_back("pid " + std::to_string(e.pid) + ": " + e.message);
+      }
+      lines.push_back("no optimizer step was seen: nothing but system samples was recorded");
+    }
+  }
+  return lines;
+}
+
+}  // namespace trainscope::cli
