@@ -181,3 +181,25 @@ def test_python_m_pythonpath_and_own_sitecustomize_keep_working(cli, tmp_path):
     assert "finished" in p.stdout
     steps, _ = ts.open_run(str(run)).scalar("losses/loss")
     assert list(steps) == list(range(12))
+
+
+def test_torchrun_job_records_every_rank(cli, tmp_path):
+    run = tmp_path / "ddp"
+    script = os.path.join(os.path.dirname(__file__), "scripts", "plain_ddp.py")
+    cmd = [cli, "run", "--out", str(run), "--quiet", "--", sys.executable, "-m",
+           "torch.distributed.run", "--standalone", "--nproc_per_node", "2", script,
+           "--steps", "30", "--losses", str(tmp_path / "losses")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr
+    r = ts.open_run(str(run))
+    assert r.workers() == ["worker-0", "worker-1"]
+    printed = {f"worker-{k}": [float(v) for v in open(tmp_path / f"losses-{k}")]
+               for k in (0, 1)}
+    for w in r.workers():
+        steps, losses = r.scalar("losses/loss", worker=w)
+        assert list(steps) == list(range(30))
+        np.testing.assert_allclose(losses, printed[w], rtol=1e-6)
+        assert len(r.step_records(w)) == 30
+    active = [s for s in statuses(str(run)) if s["state"] == "active"]
+    assert len(active) == 2 and {s["worker"] for s in active} == {"worker-0", "worker-1"}
+    assert all(s["model"]["class"] == "DistributedDataParallel" for s in active)
