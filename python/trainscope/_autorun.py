@@ -376,8 +376,9 @@ class _AutoCapture:
             self._depth = 0  # an exception inside a forward may have left it raised
             if self.hook is None:
                 self._note_optimizer(optimizer)
-                if not self._start(optimizer):
-                    self._pending.clear()
+                if not self._start(optimizer, final=False):
+                    if self._deferred is not optimizer:
+                        self._pending.clear()
                     return None
             primary = self._optimizer() if self._optimizer is not None else None
             if optimizer is primary:
@@ -389,14 +390,32 @@ class _AutoCapture:
         return None
 
     def _opt_post(self, optimizer, args, kwargs):
+        if self.done:
+            return
+        if self.hook is None:
+            if self._deferred is not optimizer:
+                return
+            # optimizer.step(closure): the forward ran inside the step, so the model could
+            # only be found now
+            self._deferred = None
+            try:
+                if not self._start(optimizer, final=True):
+                    return
+            except Exception as e:  # noqa: BLE001
+                self._fail("at the optimizer step", e)
+                return
+        primary = self._optimizer() if self._optimizer is not None else None
+        if optimizer is not primary:
+            self._pending.clear()  # a closure's losses belong to that optimizer
+            return
         # the step boundary of the first step (the hook's optimizer wrapper did not exist
-        # when this step began); later ones come from _end_step through that wrapper
-        if self._first_boundary and not self.done and self._optimizer is not None \
-                and optimizer is self._optimizer() and not self._in_scaler_step:
+        # when this step began); later ones come from the wrapper (_wrap_instance_step)
+        if self._first_boundary and not self._in_scaler_step:
             self._first_boundary = False
             self._boundary()
 
     _first_boundary = False
+    _deferred = None  # the optimizer whose first step found no model before it ran
 
     def _note_optimizer(self, optimizer) -> None:
         if all(r() is not optimizer for r in self._seen_optimizers):
@@ -428,7 +447,7 @@ class _AutoCapture:
                 out.append(v)
         return out
 
-    def _pick(self, stepping):
+    def _pick(self, stepping, final: bool = True):
         """(optimizer, (model, var), described) of the largest model an optimizer trains, or
         (None, None, described) when --model-regex matches none of them yet."""
         best, best_size, first_described = None, -1, None
@@ -445,11 +464,16 @@ class _AutoCapture:
             return best
         if self.model_regex:
             return None, None, first_described or []
+        if not final:  # look again when this step has run (a closure may run the model)
+            self._deferred = stepping
+            return None, None, first_described or []
         return stepping, (None, ""), first_described or []
 
-    def _start(self, stepping) -> bool:
+    def _start(self, stepping, final: bool = True) -> bool:
         """Chooses the model and the optimizer and creates the Hook. False: not now."""
-        optimizer, chosen, described = self._pick(stepping)
+        optimizer, chosen, described = self._pick(stepping, final)
+        if optimizer is None and self._deferred is stepping:
+            return False
         if optimizer is None:  # only with --model-regex
             msg = (f"no model matching --model-regex {self.model_regex!r} is stepped by an "
                    f"optimizer yet; candidates: {'; '.join(described) or 'none'}")
@@ -537,6 +561,7 @@ class _AutoCapture:
         if hook is None:
             return
         try:
+            self._feed_losses()  # optimizer.step(closure): the backward ran inside the step
             hook.step()
             stop = hook.should_stop
         except Exception as e:  # noqa: BLE001

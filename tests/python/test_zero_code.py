@@ -203,3 +203,46 @@ def test_torchrun_job_records_every_rank(cli, tmp_path):
     active = [s for s in statuses(str(run)) if s["state"] == "active"]
     assert len(active) == 2 and {s["worker"] for s in active} == {"worker-0", "worker-1"}
     assert all(s["model"]["class"] == "DistributedDataParallel" for s in active)
+
+
+AMP_SCRIPT = """
+import torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+for i in range(30):
+    x = torch.randn(16, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = ((m(x) - 1) ** 2).mean()
+    opt.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    print(f"loss {i} {loss.item()!r}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("style", ["closure", "compile", "amp"])
+def test_other_training_styles(cli, tmp_path, style):
+    """optimizer.step(closure) (Lightning's way: the model runs inside the step),
+    torch.compile, and autocast with a GradScaler (the unscaled loss is recorded)."""
+    run = tmp_path / style
+    if style == "amp":
+        script = tmp_path / "amp.py"
+        script.write_text(AMP_SCRIPT)
+        p = run_under(cli, run, script=str(script))
+    else:
+        p = run_under(cli, run, "--steps", "40", f"--{style}")
+    assert p.returncode == 0, p.stderr
+    r = ts.open_run(str(run))
+    steps, losses = r.scalar("losses/loss")
+    want_steps, want = printed_losses(p.stdout)
+    np.testing.assert_array_equal(steps, want_steps)
+    np.testing.assert_allclose(losses, want, rtol=1e-6)
+    st = statuses(str(run))[-1]
+    assert st["state"] == "active", st
+    if style == "amp":
+        assert st["scaler"] and list(r.scalar("amp/loss_scale")[1][:3]) == [1024.0] * 3
+    else:
+        assert st["model"]["parameters"] == 2410

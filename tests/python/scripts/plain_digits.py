@@ -16,6 +16,8 @@ p.add_argument("--accumulate", type=int, default=1)
 p.add_argument("--gan", action="store_true", help="a second model and optimizer step first")
 p.add_argument("--broken", action="store_true", help="a model whose parameters() raises")
 p.add_argument("--loader", action="store_true", help="iterate a DataLoader")
+p.add_argument("--closure", action="store_true", help="optimizer.step(closure), as Lightning")
+p.add_argument("--compile", action="store_true", help="torch.compile the model")
 args = p.parse_args()
 
 torch.manual_seed(0)
@@ -42,6 +44,8 @@ class Broken(Net):
 
 model = Broken() if args.broken else Net()
 params = list(Net.parameters(model))
+if args.compile:
+    model = torch.compile(model)
 opt = torch.optim.SGD(params, lr=0.1)
 if args.gan:
     critic = torch.nn.Sequential(torch.nn.Linear(10, 1))
@@ -63,6 +67,22 @@ else:
             idx = torch.tensor(g.integers(0, len(x), 32))
             yield x[idx], y[idx]
     source = batches()
+
+if args.closure:
+    for step in range(args.steps):
+        xb, yb = next(source)
+
+        def closure():
+            opt.zero_grad()
+            loss = loss_fn(model(xb), yb)
+            if 0 <= args.fault_step <= step:
+                loss = loss * float("nan")
+            loss.backward()
+            return loss
+        loss = opt.step(closure)
+        print(f"loss {step} {loss.item()!r}", flush=True)
+    print("finished", flush=True)
+    raise SystemExit(0)
 
 for step in range(args.steps):
     total = 0.0
