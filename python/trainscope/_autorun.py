@@ -290,7 +290,48 @@ class _AutoCapture:
                 best, best_key = (module, var), key
         if best is None and self.model_regex:
             return None, described
+        if best is not None and not self.model_regex:
+            best = (self._climb(best[0], params), best[1])
         return best or (None, ""), described
+
+    @staticmethod
+    def _climb(module, params: set):
+        """The outermost module holding `module` that adds no parameter the optimizer does not
+        step: Lightning runs `training_step`, so the module seen running is the
+        LightningModule's submodule, and the whole LightningModule is what a script would
+        register. Found once through the garbage collector's referrers (a parent holds its
+        children in its `_modules` dict)."""
+        import gc
+        import torch
+        cur = module
+        for _ in range(8):
+            parent = None
+            for d in gc.get_referrers(cur):
+                if not isinstance(d, dict) or not any(v is cur for v in d.values()):
+                    continue
+                for owner in gc.get_referrers(d):
+                    if isinstance(owner, torch.nn.Module) and \
+                            getattr(owner, "_modules", None) is d:
+                        parent = owner
+                    elif isinstance(owner, dict) and owner.get("_modules") is d:
+                        # the parent's __dict__ holds the _modules dict
+                        parent = next((o for o in gc.get_referrers(owner)
+                                       if isinstance(o, torch.nn.Module)
+                                       and getattr(o, "__dict__", None) is owner), None)
+                    if parent is not None:
+                        break
+                if parent is not None:
+                    break
+            if parent is None:
+                return cur
+            if any(id(p) not in params for p in parent.parameters()) and \
+                    all(id(p) in params for p in cur.parameters()):
+                return cur  # the parent holds parameters this optimizer does not train
+            if sum(1 for p in parent.parameters() if id(p) not in params) > \
+                    sum(1 for p in cur.parameters() if id(p) not in params):
+                return cur
+            cur = parent
+        return cur
 
     # ------------------------------------------------------------------ per-step callbacks
     def _wrap_backward(self, orig):
