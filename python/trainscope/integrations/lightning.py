@@ -211,6 +211,9 @@ class TrainscopeCallback(*_BASES):
                 if k != 1:  # Lightning divided it for backward; record the batch's own loss
                     loss = loss * k
             self._d.loss(loss)
+        except Exception as e:
+            self._d.fail("train batch end", e)
+        try:
             if self._gs_open is not None and int(trainer.global_step) != self._gs_open:
                 self._d.end()  # the optimizer stepped: the step is complete
                 self._gs_open = None
