@@ -300,3 +300,47 @@ def test_a_failure_inside_trainscope_leaves_the_training_running(tmp_path, caplo
     run = ts.open_run(cb.out_dir)
     assert run.events("hook_error")
     assert len(run.scalar("losses/loss", mode=ts.Mode.TRAIN)[1]) == 2
+
+
+def _launch(cli, tmp_path, *job_args):
+    import json
+    import subprocess
+    import sys
+    run, out = str(tmp_path / "run"), str(tmp_path / "out.json")
+    job = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lightning_job.py")
+    cmd = [cli, "run", "--out", run, "--quiet", "--interval-ms", "200", "--rules",
+           "exploding_tensor", "--actions", "stop_training", "--",
+           sys.executable, job, out, *job_args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
+                       env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    with open(out) as f:
+        return run, json.load(f)
+
+
+def test_under_trainscope_run_the_launchers_rules_stop_the_fit(cli, tmp_path):
+    # the callback writes into the launcher's run; the launcher's rule and stop_training
+    # action stop the fit through trainer.should_stop, after a Lightning checkpoint
+    fault = 15
+    run_dir, out = _launch(cli, tmp_path, "--fault", str(fault), "--max-steps", "3000")
+    assert os.path.abspath(out["out_dir"]) == os.path.abspath(run_dir)
+    assert fault < out["global_step"] < 3000
+    run = ts.open_run(run_dir)
+    assert run.workers() == ["worker-0"]
+    honoured = run.events("stop_honoured")
+    assert len(honoured) == 1 and honoured[0]["global_step"] == out["global_step"]
+    assert out["checkpoints"] and os.path.isfile(out["checkpoints"][0])
+    modes = _mode_steps(run)
+    fired = [e for e in run.rule_events() if e["rule"] == "exploding_tensor"
+             and e["status"] == "IssuesFound"]
+    assert fired and fault <= modes[fired[0]["step"]][1] < fault + 5
+
+
+def test_under_trainscope_run_a_healthy_fit_is_recorded_once(cli, tmp_path):
+    run_dir, out = _launch(cli, tmp_path, "--max-steps", "30")
+    run = ts.open_run(run_dir)
+    steps, values = run.scalar("losses/loss", mode=ts.Mode.TRAIN, x="mode_step")
+    assert list(steps) == [s for s, _ in out["losses"]] == list(range(30))
+    assert values.tolist() == pytest.approx([v for _, v in out["losses"]], rel=1e-6)
+    assert len(run.step_records()) == 30  # one stream, no step recorded twice
+    assert run.rule_statuses()["exploding_tensor"]["firings"] == 0
