@@ -292,14 +292,16 @@ def test_a_failure_inside_trainscope_leaves_the_training_running(tmp_path, caplo
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
             if batch_idx == 2:
                 cb._d._record_loss = None  # the next loss record raises TypeError
-    trainer = _trainer(cb, max_steps=6)
+    trainer = _trainer(cb, max_steps=30)
     trainer.callbacks.append(Broken())
     trainer.fit(model, _loader(_data()))
-    assert trainer.global_step == 6
-    assert cb.errors.get("train batch end", 0) >= 1
+    assert trainer.global_step == 30
+    # 20 errors: the callback gives up (closes its hook) and the training goes on
+    assert cb.errors == {"train batch end": 20} and cb.hook is None
     run = ts.open_run(cb.out_dir)
-    assert run.events("hook_error")
+    assert run.events("hook_error") and run.events("run_end")
     assert len(run.scalar("losses/loss", mode=ts.Mode.TRAIN)[1]) == 2
+    assert len([r for r in run.step_records() if r["mode"] == ts.Mode.TRAIN]) == 22
 
 
 def _launch(cli, tmp_path, *job_args):
@@ -344,3 +346,39 @@ def test_under_trainscope_run_a_healthy_fit_is_recorded_once(cli, tmp_path):
     assert values.tolist() == pytest.approx([v for _, v in out["losses"]], rel=1e-6)
     assert len(run.step_records()) == 30  # one stream, no step recorded twice
     assert run.rule_statuses()["exploding_tensor"]["firings"] == 0
+
+
+def test_ddp_two_cpu_processes_stop_together(tmp_path):
+    # Trainer(strategy="ddp", devices=2) under torchrun (gloo): one run, a stream per rank,
+    # the stop decision reduced across ranks so both leave at the same global step, and one
+    # collective Lightning checkpoint
+    import json
+    import subprocess
+    import sys
+    fault = 15
+    run_dir, out = str(tmp_path / "run"), str(tmp_path / "out-RANK.json")
+    job = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lightning_job.py")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           job, out, "--ddp", "--out-dir", run_dir, "--rules", "exploding_tensor",
+           "--fault", str(fault), "--max-steps", "3000"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
+                       env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    outs = []
+    for r in range(2):
+        with open(out.replace("RANK", str(r))) as f:
+            outs.append(json.load(f))
+    assert [o["world"] for o in outs] == [2, 2]
+    stopped = {o["global_step"] for o in outs}
+    assert len(stopped) == 1 and fault < stopped.pop() < 3000
+    run = ts.open_run(run_dir)
+    assert sorted(run.workers()) == ["worker-0", "worker-1"]
+    for o in outs:
+        steps, values = run.scalar("losses/loss", mode=ts.Mode.TRAIN,
+                                   worker=f"worker-{o['rank']}", x="mode_step")
+        assert list(steps) == [s for s, _ in o["losses"]]
+        finite = [(a, b) for (_, a), b in zip(o["losses"], values) if a == a]
+        assert [a for a, _ in finite] == pytest.approx([b for _, b in finite], rel=1e-6)
+    assert len(run.events("stop_honoured")) == 2  # one per rank, at the same step
+    assert os.path.isfile(outs[0]["checkpoints"][0])
+    assert "gradients/net.0.weight" in run.tensor_names()  # the module's own names

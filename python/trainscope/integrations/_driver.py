@@ -13,11 +13,8 @@ goes on unmonitored).
 """
 from __future__ import annotations
 
-import json
 import logging
-import math
 import numbers
-import time
 from typing import Any, Dict, Optional
 
 from .._modes import Mode
@@ -82,6 +79,7 @@ class Driver:
                 log.warning("trainscope: %s integration: %d internal errors; it stops "
                             "recording (training continues)", self.framework,
                             sum(self._errors.values()))
+                self.close()  # run_end written; the callbacks see no hook from now on
         except Exception:
             pass
 
@@ -216,18 +214,3 @@ def _scalar_name(name: str) -> str:
     scalars/ (``scalars/val/loss``): the collection prefix is always ``scalars``."""
     name = name.strip() or "metric"
     return "scalars/" + name
-
-
-def timed(fn) -> tuple:
-    """(result, seconds) of fn()."""
-    t0 = time.perf_counter()
-    r = fn()
-    return r, time.perf_counter() - t0
-
-
-def finite(v: Optional[float]) -> bool:
-    return v is not None and math.isfinite(v)
-
-
-def dumps(fields: dict) -> str:
-    return json.dumps(fields, default=str)
