@@ -174,6 +174,29 @@ def test_gradient_accumulation_one_step_per_optimizer_step(tmp_path):
     assert [r["mode_step"] for r in records] == list(range(6))
 
 
+def test_resume_from_a_lightning_checkpoint_continues_the_series(tmp_path):
+    run_dir, ckpt = str(tmp_path / "run"), str(tmp_path / "six.ckpt")
+    first = Classifier()
+    cb = TrainscopeCallback(out_dir=run_dir, save_interval=4)
+    trainer = _trainer(cb, max_steps=6)
+    trainer.fit(first, _loader(_data(), shuffle=False))
+    trainer.save_checkpoint(ckpt)  # after fit: the closed hook's counters go in too
+    assert torch.load(ckpt, weights_only=False)["callbacks"][cb.state_key]["hook"][
+        "mode_steps"]["0"] == 6
+
+    second = Classifier()  # a new process would build the same objects
+    cb2 = TrainscopeCallback(out_dir=run_dir, save_interval=4)
+    _trainer(cb2, max_steps=12).fit(second, _loader(_data()), ckpt_path=ckpt)
+    run = ts.open_run(run_dir)
+    steps, values = run.scalar("losses/loss", mode=ts.Mode.TRAIN, x="mode_step")
+    assert list(steps) == list(range(12))
+    assert values.tolist() == pytest.approx(
+        [v for _, v in first.train_losses + second.train_losses], rel=1e-6)
+    assert [s for s, _ in second.train_losses] == list(range(6, 12))
+    # the global steps continue too (no step recorded twice)
+    assert [r["step"] for r in run.step_records()] == list(range(12))
+
+
 def test_logged_val_loss_feeds_eval_losses_and_the_overfit_rule(tmp_path):
     # validation_step returns nothing: the logged val_loss is the EVAL loss. A net that
     # memorises 32 random labels: the validation loss on other random labels climbs.

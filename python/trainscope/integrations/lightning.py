@@ -339,8 +339,8 @@ class TrainscopeCallback(*_BASES):
         self._d.scalars(fresh)
 
     def _check_stop(self, trainer) -> None:
-        if self._stopped:
-            return
+        if self._stopped or getattr(getattr(trainer, "state", None), "fn", "fit") != "fit":
+            return  # only a fit is stopped (validate/test/predict run to their end)
         stop = self._d.should_stop
         if int(getattr(trainer, "world_size", 1) or 1) > 1:
             # every rank takes the stop at the same step (a rank that leaves while the others
@@ -388,7 +388,9 @@ class TrainscopeCallback(*_BASES):
         continues the recorded series."""
         h = self._d.hook
         try:
-            return {"hook": h.state_dict()} if h is not None else {}
+            if h is not None:
+                return {"hook": h.state_dict()}
+            return {"hook": self._d._state} if self._d._state else {}  # after teardown
         except Exception as e:
             self._d.fail("state_dict", e)
             return {}
