@@ -297,6 +297,14 @@ def test_pytorch_lightning_package_and_test_stage(tmp_path):
     assert len(run.scalar("losses/loss", mode=ts.Mode.EVAL)[1]) == 2
 
 
+def test_bad_arguments_fail_when_the_callback_is_built():
+    with pytest.raises(TypeError, match="unknown argument 'save_intervall'; did you mean "
+                                        "'save_interval'"):
+        TrainscopeCallback(save_intervall=5)
+    with pytest.raises(ValueError, match="test_mode"):
+        TrainscopeCallback(test_mode="global")
+
+
 def test_a_failure_inside_trainscope_leaves_the_training_running(tmp_path, caplog):
     # the run directory cannot be created (a file is in the way): training runs unmonitored
     blocker = tmp_path / "file"

@@ -50,6 +50,7 @@ class Driver:
     steps. Framework callbacks translate their events into the calls below."""
 
     def __init__(self, framework: str, hook_kwargs: Dict[str, Any], max_errors: int = 20):
+        check_hook_kwargs(hook_kwargs)
         self.framework = framework
         self.hook_kwargs = dict(hook_kwargs)
         # The framework stops the training: the hook must not raise TrainingStopped into it.
@@ -207,6 +208,21 @@ class Driver:
         h = self.hook
         if h is not None:
             h.add_event(kind, dict(fields, framework=self.framework))
+
+
+def check_hook_kwargs(kwargs: Dict[str, Any]) -> None:
+    """TypeError naming the valid ones when a keyword is not a ts.Hook argument (a typo must
+    fail when the callback is built, not leave the training unmonitored)."""
+    import difflib
+    import inspect
+    from ..hook import Hook
+    valid = [n for n in inspect.signature(Hook.__init__).parameters if n != "self"]
+    for name in kwargs:
+        if name not in valid:
+            near = difflib.get_close_matches(name, valid, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise TypeError(f"TrainscopeCallback: unknown argument {name!r}; {hint}"
+                            f"ts.Hook takes: {', '.join(valid)}")
 
 
 def _scalar_name(name: str) -> str:
