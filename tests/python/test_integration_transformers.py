@@ -167,3 +167,35 @@ def test_bf16_on_cpu_and_a_failing_hook(tmp_path):
     trainer.train()
     assert trainer.state.global_step == 4 and cb.errors.get("log", 0) == 4
     assert ts.open_run(cb.out_dir).events("hook_error")
+
+
+def test_two_processes_stop_at_the_same_step(tmp_path):
+    # DDP on CPU (gloo) under torchrun: one run (rank 0's default directory, broadcast), a
+    # stream per rank, the stop agreed at the same step, one Trainer checkpoint
+    import json
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = str(tmp_path / "out-RANK.json")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           os.path.join(here, "transformers_job.py"), str(tmp_path), out, "--fault", "8"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
+               PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    outs = []
+    for r in range(2):
+        with open(out.replace("RANK", str(r))) as f:
+            outs.append(json.load(f))
+    assert [o["world"] for o in outs] == [2, 2]
+    assert outs[0]["out_dir"] == outs[1]["out_dir"]
+    stopped = {o["global_step"] for o in outs}
+    assert len(stopped) == 1
+    step = stopped.pop()
+    assert 8 < step < 3000
+    run = ts.open_run(outs[0]["out_dir"])
+    assert sorted(run.workers()) == ["worker-0", "worker-1"]
+    honoured = run.events("stop_honoured")
+    assert len(honoured) == 2 and {h["global_step"] for h in honoured} == {step}
+    ckpt = os.path.join(str(tmp_path / "hf"), f"checkpoint-{step}")
+    assert all(h["checkpoint"] == ckpt for h in honoured) and os.path.isdir(ckpt)

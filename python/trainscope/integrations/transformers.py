@@ -154,7 +154,7 @@ class TrainscopeCallback(TrainerCallback):
                 self._d.end()  # else on_log brings this step's loss, then ends it
         except Exception as e:
             self._d.fail("step end", e)
-        self._check_stop(state, control)
+        self._check_stop(args, state, control)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self._d.hook is None or not logs:
@@ -192,10 +192,10 @@ class TrainscopeCallback(TrainerCallback):
         if opened_here:
             self._d.close()
         else:
-            self._check_stop(state, control)
+            self._check_stop(args, state, control)
 
     # ---- stops and checkpoints -------------------------------------------------------------------
-    def _check_stop(self, state, control) -> None:
+    def _check_stop(self, args, state, control) -> None:
         try:
             if self._stopped or self._d.hook is None:
                 return
@@ -219,7 +219,8 @@ class TrainscopeCallback(TrainerCallback):
             self._d.event("stop_honoured", {
                 "reason": reason, "step": self._d.hook.step_count,
                 "global_step": int(state.global_step),
-                "checkpoint": self._checkpoint_dir_of(state) if self.checkpoint_on_stop else None})
+                "checkpoint": (self._checkpoint_dir_of(state, args) if self.checkpoint_on_stop
+                               else None)})
         except Exception as e:
             self._d.fail("stop", e)
 
