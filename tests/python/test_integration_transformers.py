@@ -147,6 +147,17 @@ def test_logging_every_n_steps_and_evaluate_after_training(tmp_path):
     _, ev = run.scalar("losses/loss", mode=ts.Mode.EVAL)
     assert ev.tolist() == pytest.approx([metrics["eval_loss"]])
 
+    # logging_strategy="epoch": the epoch's mean loss at the epoch's last step
+    cb = TrainscopeCallback(out_dir=str(tmp_path / "run2"), save_interval=100)
+    trainer = transformers.Trainer(
+        model=_model(), args=_args(tmp_path, num_train_epochs=2, logging_strategy="epoch"),
+        train_dataset=Tokens(64, 0), callbacks=[cb])
+    trainer.train()
+    steps, values = ts.open_run(cb.out_dir).scalar("losses/loss", x="mode_step")
+    logged = [(h["step"], h["loss"]) for h in trainer.state.log_history if "loss" in h]
+    assert list(steps) == [s for s, _ in logged] == [8, 16]
+    assert values.tolist() == pytest.approx([v for _, v in logged])
+
 
 def test_bf16_on_cpu_and_a_failing_hook(tmp_path):
     cb = TrainscopeCallback(out_dir=str(tmp_path / "run"), save_interval=2)

@@ -150,11 +150,22 @@ class TrainscopeCallback(TrainerCallback):
         if self._d.hook is None:
             return
         try:
-            if not control.should_log:
+            if not self._log_due(args, state, control):
                 self._d.end()  # else on_log brings this step's loss, then ends it
         except Exception as e:
             self._d.fail("step end", e)
         self._check_stop(args, state, control)
+
+    @staticmethod
+    def _log_due(args, state, control) -> bool:
+        """The Trainer logs the training loss after this step: at its logging steps, and with
+        logging_strategy="epoch" after the epoch's (or the training's) last step."""
+        if control.should_log:
+            return True
+        if getattr(args, "logging_strategy", None) == "epoch":
+            ep = float(state.epoch or 0)
+            return abs(ep - round(ep)) < 1e-6 or state.global_step >= state.max_steps
+        return False
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self._d.hook is None or not logs:
