@@ -56,17 +56,20 @@ def _parse_mode(value) -> Mode:
 
 
 def _loss_of(outputs):
-    """The loss in a *_step's return value: a tensor, or the "loss" entry of a dict."""
-    if outputs is None:
-        return None
-    if hasattr(outputs, "detach"):
-        return outputs
-    if isinstance(outputs, dict) or hasattr(outputs, "get"):
+    """The loss in a *_step's return value: a one-element tensor, or the "loss" entry of a
+    dict (anything else, e.g. predictions, is no loss)."""
+    value = outputs
+    if value is not None and not hasattr(value, "detach") and hasattr(value, "get"):
         try:
-            return outputs.get("loss")
+            value = value.get("loss")
         except Exception:
             return None
-    return None
+    if value is None or not hasattr(value, "detach"):
+        return None
+    try:
+        return value if value.numel() == 1 else None
+    except Exception:
+        return None
 
 
 class TrainscopeCallback(*_BASES):

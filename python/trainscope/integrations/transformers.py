@@ -23,7 +23,7 @@ What it records (docs/integrations.md):
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional
+from typing import Dict, Optional
 
 from transformers import TrainerCallback
 
