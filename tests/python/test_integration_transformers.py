@@ -210,3 +210,20 @@ def test_two_processes_stop_at_the_same_step(tmp_path):
     assert len(honoured) == 2 and {h["global_step"] for h in honoured} == {step}
     ckpt = os.path.join(str(tmp_path / "hf"), f"checkpoint-{step}")
     assert all(h["checkpoint"] == ckpt for h in honoured) and os.path.isdir(ckpt)
+
+
+def test_under_trainscope_run_the_hook_writes_into_the_launchers_run(tmp_path, monkeypatch):
+    # what `trainscope run` sets for its child: the callback's hook writes there, whatever
+    # out_dir says, and leaves system sampling to the launcher
+    launcher_run = str(tmp_path / "launcher-run")
+    monkeypatch.setenv("TRAINSCOPE_RUN_DIR", launcher_run)
+    monkeypatch.setenv("TRAINSCOPE_MONITORED", "1")
+    cb = TrainscopeCallback(out_dir=str(tmp_path / "mine"), save_interval=2)
+    trainer = transformers.Trainer(model=_model(), args=_args(tmp_path, max_steps=4),
+                                   train_dataset=Tokens(64, 0), callbacks=[cb])
+    trainer.train()
+    assert os.path.abspath(cb.out_dir) == os.path.abspath(launcher_run)
+    assert not os.path.exists(tmp_path / "mine")
+    run = ts.open_run(launcher_run)
+    assert run.workers() == ["worker-0"]
+    assert len(run.scalar("losses/loss")[1]) == 4 and not run.system_samples()
