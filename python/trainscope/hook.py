@@ -518,17 +518,22 @@ class Hook:
                     self._sampler = None
 
     # ========================================================================= registration
-    def register_module(self, module) -> None:
+    def register_module(self, module, *, forward_steps: bool = True) -> None:
         """Registers the top-level model: its forward calls define steps; its parameters and
-        submodules are the weights/biases/gradients and activations/inputs."""
+        submodules are the weights/biases/gradients and activations/inputs.
+
+        forward_steps=False: the model's forward calls neither open nor time steps; the caller
+        drives them with ``begin_step()`` and ``step()`` (the framework integrations do: a
+        LightningModule's forward may never be called, an evaluation's forwards may run
+        between training steps)."""
         try:
-            self._register_module(module)
+            self._register_module(module, forward_steps)
         except Exception as e:
             if self.strict:
                 raise
             self._fail("register_module", e)
 
-    def _register_module(self, module) -> None:
+    def _register_module(self, module, forward_steps: bool = True) -> None:
         self._model = module
         self._params = [(_plain_name(n), p) for n, p in module.named_parameters()]
         self._param_index = {n: i for i, (n, _) in enumerate(self._params)}
@@ -536,8 +541,9 @@ class Hook:
         # the clock's hook objects (copies of the module get inert ones: see step_clock.cc).
         # On a torch.compile'd model (OptimizedModule) they go on the wrapper, whose hooks run
         # outside the compiled code (its `training` is the original module's).
-        self._handles.append(module.register_forward_pre_hook(self._clock.callback(0)))
-        self._handles.append(module.register_forward_hook(self._clock.callback(1)))
+        if forward_steps:
+            self._handles.append(module.register_forward_pre_hook(self._clock.callback(0)))
+            self._handles.append(module.register_forward_hook(self._clock.callback(1)))
         _GradNormRecorder.add(self)
         self._targets = self._compute_targets()
         self._plan_cache.clear()
@@ -630,6 +636,19 @@ class Hook:
                 self.mode = mode
         except Exception as e:
             self._fail("set_mode", e)
+
+    def begin_step(self) -> None:
+        """Opens the current step now unless one is open (a framework callback calls it at a
+        batch start, so a save step's weights are read and its gradient hooks are in place
+        before the backward pass). ``step()`` ends it; forward calls no longer end steps."""
+        self._auto_step = False
+        try:
+            if not self._open:
+                self._open_step(_now_us())
+        except TrainingStopped:
+            raise
+        except Exception as e:
+            self._fail("begin_step", e)
 
     def step(self) -> None:
         """Explicit step boundary: ends the current step (call it once per iteration, after
