@@ -246,3 +246,36 @@ def test_other_training_styles(cli, tmp_path, style):
         assert st["scaler"] and list(r.scalar("amp/loss_scale")[1][:3]) == [1024.0] * 3
     else:
         assert st["model"]["parameters"] == 2410
+
+
+HF_SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "hf_tiny.py")
+
+
+def test_hugging_face_trainer_without_callback_is_captured(cli, tmp_path):
+    run = tmp_path / "hf"
+    p = run_under(cli, run, str(tmp_path / "out"), "--steps", "30", script=HF_SCRIPT)
+    assert p.returncode == 0, p.stderr
+    r = ts.open_run(str(run))
+    st = [s for s in statuses(str(run)) if s["state"] == "active"]
+    assert len(st) == 1 and st[0]["model"]["class"] == "BertForSequenceClassification", st
+    steps, losses = r.scalar("losses/loss")
+    assert list(steps) == list(range(30))
+    logged = json.load(open(tmp_path / "out" / "losses.json"))
+    # the Trainer logs its losses rounded to 4 significant digits
+    np.testing.assert_allclose(losses, logged, rtol=1e-3, atol=1e-4)
+    assert "weights/bert.embeddings.word_embeddings.weight" in r.tensor_names()
+
+
+def test_with_the_callback_under_trainscope_run_nothing_is_recorded_twice(cli, tmp_path):
+    run = tmp_path / "hfcb"
+    p = run_under(cli, run, str(tmp_path / "out"), "--steps", "400", "--fault", "12",
+                  "--callback", script=HF_SCRIPT)
+    assert p.returncode == 0, p.stderr
+    r = ts.open_run(str(run))
+    assert r.workers() == ["worker-0"]
+    steps, _ = r.scalar("losses/loss", mode=ts.Mode.TRAIN, x="mode_step")
+    assert len(steps) == len(set(steps)) and steps[-1] < 400  # once per step, stopped early
+    assert any(e["rule"] == "exploding_tensor" and e["status"] == "IssuesFound"
+               for e in r.rule_events())
+    assert all(s["state"] in ("armed", "searching", "stood_down")
+               for s in statuses(str(run))), statuses(str(run))
