@@ -42,6 +42,40 @@ Status ExportChromeTrace(const std::string& run_dir, const std::string& out_file
 // Writes OUT_DIR/{scalars,summaries,system,steps}.csv. Returns the files written.
 Result<std::vector<std::string>> ExportCsv(const std::string& run_dir, const std::string& out_dir);
 
+// ---- One interface for every format ------------------------------------------------------------
+// An export format (like Kineto's ActivityLogger back ends): `trainscope export` and any other
+// front end list and run formats through this without knowing them. Adding a format is one
+// file with its Exporter and one line in src/export/exporters.cc. Implementations are
+// stateless; Export() is thread-safe.
+struct ExportOptions {
+  bool overwrite = false;      // replace what an earlier export left (formats that append)
+  bool system_metrics = true;  // include system samples (formats that can leave them out)
+};
+
+class Exporter {
+ public:
+  virtual ~Exporter() = default;
+  virtual const char* name() const = 0;    // the CLI's FORMAT: "tensorboard"
+  virtual const char* output() const = 0;  // what OUT is: "OUT_DIR" or "FILE.json"
+  // Usage text: what is written and how to open it (lines of at most 76 characters).
+  virtual const char* description() const = 0;
+  // Reads the run (a live one as far as it has been written) and writes OUT; returns the
+  // files written.
+  virtual Result<std::vector<std::string>> Export(const std::string& run_dir,
+                                                  const std::string& out,
+                                                  const ExportOptions& options) const = 0;
+};
+
+// The built-in formats, in the order `trainscope export` lists them.
+const std::vector<const Exporter*>& Exporters();
+// The format called `name`, or nullptr.
+const Exporter* FindExporter(const std::string& name);
+
+// Each format's Exporter (defined beside its writer).
+const Exporter& TensorBoardExporter();
+const Exporter& ChromeTraceExporter();
+const Exporter& CsvExporter();
+
 // ---- Building blocks (exposed for tests and other writers) ------------------------------------
 namespace tfevents {
 // A TFRecord: u64 length, masked CRC-32C of the length, data, masked CRC-32C of the data.

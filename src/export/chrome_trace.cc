@@ -209,4 +209,27 @@ Status ExportChromeTrace(const std::string& run_dir, const std::string& out_file
                                 doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
+namespace {
+class ChromeTrace final : public Exporter {
+ public:
+  const char* name() const override { return "chrome-trace"; }
+  const char* output() const override { return "FILE.json"; }
+  const char* description() const override {
+    return "step timeline (steps, data wait, forward/backward/optimizer), rule and run\n"
+           "events, system counters, merged with RUN/profile/*.json (torch.profiler).\n"
+           "Open in https://ui.perfetto.dev or chrome://tracing.";
+  }
+  Result<std::vector<std::string>> Export(const std::string& run_dir, const std::string& out,
+                                          const ExportOptions&) const override {
+    TS_RETURN_IF_ERROR(ExportChromeTrace(run_dir, out));
+    return std::vector<std::string>{out};
+  }
+};
+}  // namespace
+
+const Exporter& ChromeTraceExporter() {
+  static const ChromeTrace exporter;
+  return exporter;
+}
+
 }  // namespace trainscope

@@ -107,4 +107,24 @@ Result<std::vector<std::string>> ExportCsv(const std::string& run_dir, const std
   return written;
 }
 
+namespace {
+class Csv final : public Exporter {
+ public:
+  const char* name() const override { return "csv"; }
+  const char* output() const override { return "OUT_DIR"; }
+  const char* description() const override {
+    return "OUT_DIR/scalars.csv, summaries.csv, system.csv (long format), steps.csv.";
+  }
+  Result<std::vector<std::string>> Export(const std::string& run_dir, const std::string& out,
+                                          const ExportOptions&) const override {
+    return ExportCsv(run_dir, out);
+  }
+};
+}  // namespace
+
+const Exporter& CsvExporter() {
+  static const Csv exporter;
+  return exporter;
+}
+
 }  // namespace trainscope

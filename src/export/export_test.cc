@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <optional>
 #include <sstream>
 
@@ -517,6 +518,31 @@ TEST_F(ExportTest, CsvFilesHaveHeadersAndRows) {
   EXPECT_NE(steps.find("worker-0,TRAIN,4,4,1700000000.004000,1700000000.004900,900,100,300,400,\n"),
             std::string::npos)
       << steps;
+}
+
+TEST_F(ExportTest, EveryFormatRunsThroughTheExporterInterface) {
+  std::set<std::string> names;
+  for (const Exporter* e : Exporters()) {
+    ASSERT_NE(e, nullptr);
+    EXPECT_TRUE(names.insert(e->name()).second) << "duplicate format " << e->name();
+    EXPECT_EQ(FindExporter(e->name()), e);
+    EXPECT_GT(std::string(e->description()).size(), 20u) << e->name();
+    const std::string out = dir_ / (std::string("via-") + e->name() +
+                                    (std::string(e->output()) == "FILE.json" ? ".json" : ""));
+    auto files = e->Export(run_, out, ExportOptions{});
+    ASSERT_TRUE(files.ok()) << e->name() << ": " << files.status().ToString();
+    ASSERT_FALSE(files->empty()) << e->name();
+    for (const auto& f : *files) EXPECT_GT(Slurp(f).size(), 0u) << f;
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"tensorboard", "chrome-trace", "csv"}));
+  EXPECT_EQ(FindExporter("parquet"), nullptr);
+  // the options reach the format: a second TensorBoard export into the same folder needs
+  // overwrite
+  const std::string tb = dir_ / "via-tensorboard";
+  EXPECT_FALSE(FindExporter("tensorboard")->Export(run_, tb, ExportOptions{}).ok());
+  ExportOptions replace;
+  replace.overwrite = true;
+  EXPECT_TRUE(FindExporter("tensorboard")->Export(run_, tb, replace).ok());
 }
 
 }  // namespace

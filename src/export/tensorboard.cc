@@ -258,4 +258,31 @@ Result<std::vector<std::string>> ExportTensorBoard(const std::string& run_dir,
   return written;
 }
 
+namespace {
+class TensorBoard final : public Exporter {
+ public:
+  const char* name() const override { return "tensorboard"; }
+  const char* output() const override { return "OUT_DIR"; }
+  const char* description() const override {
+    return "OUT_DIR/<stream>/events.out.tfevents.*: scalars (TRAIN tags as recorded,\n"
+           "other modes prefixed \"eval/\", \"predict/\"...), histograms of tensor summaries,\n"
+           "system metrics as \"system/<metric>\" (--no-system leaves them out;\n"
+           "--overwrite replaces an earlier export's files).\n"
+           "Open with: tensorboard --logdir OUT_DIR";
+  }
+  Result<std::vector<std::string>> Export(const std::string& run_dir, const std::string& out,
+                                          const ExportOptions& o) const override {
+    TensorBoardExportOptions tb;
+    tb.overwrite = o.overwrite;
+    tb.system_metrics = o.system_metrics;
+    return ExportTensorBoard(run_dir, out, tb);
+  }
+};
+}  // namespace
+
+const Exporter& TensorBoardExporter() {
+  static const TensorBoard exporter;
+  return exporter;
+}
+
 }  // namespace trainscope
