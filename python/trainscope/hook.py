@@ -409,6 +409,7 @@ class Hook:
             self._saving = False
         if self._writer is not None:
             self._start_background()
+            self._start_distributed()
         self._atexit = _register_atexit(self)
 
     # =============================================================================== setup
@@ -511,6 +512,24 @@ class Hook:
                 except Exception as e:
                     self._fail("system monitor", e)
                     self._sampler = None
+
+    _dist = None  # the StopCoordinator of a job of several ranks (_distributed.py)
+
+    def _start_distributed(self) -> None:
+        """In a torch.distributed job, stops are agreed by all ranks (_distributed.py)."""
+        try:
+            from . import _distributed
+            if _distributed.wanted():
+                self._dist = _distributed.StopCoordinator(self)
+        except Exception as e:
+            self._fail("distributed", e)
+
+    def _slow_sync(self) -> None:
+        """The step clock at TRAIN step clock.sync_step: the ranks' agreement on stops."""
+        if self._dist is None:
+            self._clock.sync_step = -1
+        else:
+            self._dist.on_boundary()
 
     # ========================================================================= registration
     def register_module(self, module) -> None:
@@ -726,6 +745,8 @@ class Hook:
             except Exception:
                 pass
         _GradNormRecorder.remove(self)
+        if self._dist is not None:
+            self._dist.close()
         w = self._writer
         if w is not None:
             try:
@@ -1501,6 +1522,9 @@ class Hook:
     _bad_stop_request: Optional[str] = None
 
     def _request_stop_inprocess(self, reason: str, source: str = "rule") -> None:
+        d = self._dist
+        if d is not None and d.defer(reason, source):
+            return  # all ranks take it together at the next agreed boundary
         with self._lock:
             if self._stop_reason is not None:
                 return
