@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "rules/builtin/amp_scalars.h"
+#include "rules/builtin/dist_scalars.h"
 #include "writer_py.h"
 
 namespace trainscope::pyb {
@@ -1636,6 +1637,7 @@ void InitStepClock(py::module_& m) {
   m.add_object("OptStep", reinterpret_cast<PyObject*>(OptStepType));
   m.add_object("ScalerStep", reinterpret_cast<PyObject*>(ScalerStepType));
   m.attr("AMP_LOSS_SCALE") = kAmpLossScale;
+  m.attr("COMM_WAIT") = rules::kCommWaitScalar;
   m.attr("AMP_SKIPPED") = kAmpSkipped;
   m.add_object("TimedIter", reinterpret_cast<PyObject*>(TimedIterType));
 }

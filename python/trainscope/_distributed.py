@@ -62,6 +62,18 @@ def _env_world() -> int:
         return 1
 
 
+# Built-in rules that compare the ranks with each other: they read every rank's stream and run
+# in the training process of rank 0 only (trainscope watch runs them over every stream too).
+CROSS_RANK_RULES = ("straggler",)
+
+
+def split_cross_rank(rules) -> tuple:
+    """(rules of this rank's own stream, rules comparing the ranks)."""
+    local = [r for r in rules if getattr(r, "name", None) not in CROSS_RANK_RULES]
+    cross = [r for r in rules if getattr(r, "name", None) in CROSS_RANK_RULES]
+    return local, cross
+
+
 def wanted() -> bool:
     """Whether a hook made in this process should coordinate its stops: launched as one of
     several ranks (torchrun's WORLD_SIZE, or an initialized process group of size > 1) and not
@@ -138,8 +150,9 @@ class StopCoordinator:
         return True
 
     @property
-    def active(self) -> bool:
-        return self._state == "rounds"
+    def coordinating(self) -> bool:
+        """Stops are (or are about to be) agreed across ranks."""
+        return self._state in ("count", "rounds", "stopped")
 
     def stats(self) -> dict:
         return {"state": self._state, "rank": self._rank, "world_size": self._world,

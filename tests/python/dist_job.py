@@ -11,8 +11,8 @@ Scenarios:
              trial's DDP all-reduces hang if any rank left at another step.
   stopfile   as nan, but the stop comes from control/stop.json written by rank 0's own loop.
   rank0only  a hook on rank 0 only: stops stay local (said once), nothing waits for rank 1.
-  straggler  a run dir DIR with rank --slow-rank slowed in its data loader (--slow data) or its
-             compute (--slow compute) by --slow-ms; none slowed with --slow none.
+  straggler  a run dir DIR/<case> per case of --cases: rank --slow-rank slowed by --slow-ms in
+             its data loader (data), in its model's forward (compute), or not at all (none).
 """
 import argparse
 import json
@@ -133,30 +133,49 @@ def rank0_only(args, rank):
     dist.barrier()
 
 
+class SlowLayer(torch.nn.Module):
+    """Identity that spins for ``ms`` in its forward (compute made slow on one rank)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ms = 0.0
+
+    def forward(self, x):
+        if self.ms:
+            t = time.perf_counter() + self.ms / 1000
+            while time.perf_counter() < t:
+                pass
+        return x
+
+
 def straggler(args, rank):
-    ddp = torch.nn.parallel.DistributedDataParallel(make_model())
+    """One run dir per case in --cases (data, compute, none): rank --slow-rank slowed in its
+    data loader, in its model's forward, or not at all, for --max-steps steps each."""
+    slow_layer = SlowLayer()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), slow_layer, torch.nn.ReLU(),
+                                torch.nn.Linear(64, 4))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     crit = torch.nn.MSELoss()
     slow = rank == args.slow_rank
-    hook = ts.Hook(out_dir=args.out, save_interval=1000, system_monitor_interval_ms=0,
-                   rules=[ts.Rule("straggler")] if args.rules else None)
-    hook.register_module(ddp)
-    hook.register_loss(crit)
-    hook.register_optimizer(opt)
-    data_ms = args.slow_ms if slow and args.slow == "data" else 0.0
-    for x, y in hook.wrap(batches(args.max_steps, 0, data_ms)):
-        out = ddp(x)
-        if slow and args.slow == "compute":
-            t = time.monotonic() + args.slow_ms / 1000
-            while time.monotonic() < t:  # burn CPU inside the forward phase
-                out = out + 0.0
-        loss = crit(out, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if args.step_ms:
-            time.sleep(args.step_ms / 1000)
-    hook.close()
+    for case in args.cases.split(","):
+        hook = ts.Hook(out_dir=os.path.join(args.out, case), save_interval=1000,
+                       system_monitor_interval_ms=0,
+                       rules=[ts.Rule("straggler")] if args.rules else None)
+        hook.register_module(ddp)
+        hook.register_loss(crit)
+        hook.register_optimizer(opt)
+        data_ms = args.slow_ms if slow and case == "data" else 0.0
+        slow_layer.ms = args.slow_ms if slow and case == "compute" else 0.0
+        for x, y in hook.wrap(batches(args.max_steps, 0, data_ms)):
+            loss = crit(ddp(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if args.step_ms:
+                time.sleep(args.step_ms / 1000)
+        hook.close()
     dist.barrier()
 
 
@@ -167,7 +186,7 @@ def main():
     p.add_argument("--trials", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=400)
     p.add_argument("--step-ms", type=float, default=2.0)
-    p.add_argument("--slow", default="none")
+    p.add_argument("--cases", default="data,compute,none")
     p.add_argument("--slow-rank", type=int, default=1)
     p.add_argument("--slow-ms", type=float, default=20.0)
     p.add_argument("--rules", action="store_true")

@@ -99,3 +99,28 @@ def test_single_process_hook_has_no_coordinator(tmp_path, tiny, monkeypatch):
         for x, y in batches[:3]:
             crit(model(x), y).backward()
         assert hook._dist is None and hook._clock.sync_step == -1
+
+
+def test_straggler_names_the_slow_rank_and_phase_and_balanced_jobs_raise_nothing(tmp_path):
+    # one job, three run dirs in a row: rank 1 slow in its data loader, then in its forward,
+    # then nobody slow. The straggler rule runs in rank 0's process over both streams.
+    out = tmp_path / "job"
+    torchrun(tmp_path, "--scenario", "straggler", "--out", str(out), "--cases",
+             "data,compute,none", "--max-steps", "45", "--slow-ms", "20", "--rules")
+    for case, phase in (("data", "data wait"), ("compute", "forward")):
+        run = ts.open_run(str(out / case))
+        fired = [e for e in run.rule_events()
+                 if e["rule"] == "straggler" and e["status"] == "IssuesFound"]
+        assert fired, (case, run.rule_events())
+        e = fired[0]
+        assert e["worker"] == "worker-1" and e["step"] <= 30, e
+        assert "rank 1 is the straggler" in e["message"], e["message"]
+        assert f"the slow phase is {phase} " in e["message"], e["message"]
+        # the waiting rank's collective wait is measured, so rank 0 is never the one named
+        assert all(f["worker"] == "worker-1" for f in fired)
+        steps, waits = run.scalar("dist/comm_wait_us", worker="worker-0")
+        assert len(steps) >= 40 and float(waits[10:].mean()) > 10_000  # rank 0 waits ~20 ms
+    none = ts.open_run(str(out / "none"))
+    assert not [e for e in none.rule_events() if e["status"] == "IssuesFound"]
+    st = none.rule_statuses()["straggler"]
+    assert st["status"] == "NoIssuesFound", st
