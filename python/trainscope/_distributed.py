@@ -238,7 +238,11 @@ class StopCoordinator:
                 self._store.set(self._key + "reason/%d" % self._rank,
                                 json.dumps({"reason": self._local[0], "source": self._local[1],
                                             "step": self._local[2]}))
-        self._buf = torch.tensor([want, who, -int(proposed)], dtype=torch.int64)
+        if self._buf is None:  # one buffer for every round (filled through a numpy view)
+            self._buf = torch.zeros(3, dtype=torch.int64)
+            self._view = self._buf.numpy()
+        v = self._view
+        v[0], v[1], v[2] = want, who, -int(proposed)
         self._work = dist.all_reduce(self._buf, op=dist.ReduceOp.MAX, group=self._group,
                                      async_op=True)
         self._last_ns = time.perf_counter_ns()
@@ -254,7 +258,7 @@ class StopCoordinator:
         if work is not None and not work.is_completed():
             work.wait(datetime.timedelta(seconds=self._timeout_s))
         self.rounds += 1
-        want, who, neg_interval = (int(v) for v in self._buf.tolist())
+        want, who, neg_interval = (int(x) for x in self._view)
         if want:
             self._take(who - 1)
             return

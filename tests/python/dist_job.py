@@ -11,6 +11,7 @@ Scenarios:
              trial's DDP all-reduces hang if any rank left at another step.
   stopfile   as nan, but the stop comes from control/stop.json written by rank 0's own loop.
   rank0only  a hook on rank 0 only: stops stay local (said once), nothing waits for rank 1.
+  bench      median step time with coordinated stops on and off (DIR/bench-<rank>.json).
   straggler  a run dir DIR/<case> per case of --cases: rank --slow-rank slowed by --slow-ms in
              its data loader (data), in its model's forward (compute), or not at all (none).
 """
@@ -179,6 +180,47 @@ def straggler(args, rank):
     dist.barrier()
 
 
+def bench(args, rank):
+    """Step time with coordinated stops on and off, alternating (--trials pairs of
+    --max-steps steps each), and the coordinator's own cost; DIR/bench-<rank>.json."""
+    ddp = torch.nn.parallel.DistributedDataParallel(make_model())
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    crit = torch.nn.MSELoss()
+    res = {"on": [], "off": [], "rounds": [], "round_us": [], "round_max_us": [],
+           "interval": []}
+    for trial in range(2 * args.trials):
+        on = trial % 2 == 0
+        os.environ["TRAINSCOPE_DISTRIBUTED"] = "1" if on else "0"
+        hook = ts.Hook(out_dir=os.path.join(args.out, f"b{trial}"), system_monitor_interval_ms=0)
+        hook.register_module(ddp)
+        hook.register_loss(crit)
+        hook.register_optimizer(opt)
+        times = []
+        for i, (x, y) in enumerate(hook.wrap(batches(args.max_steps, trial))):
+            t0 = time.perf_counter()
+            loss = crit(ddp(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if args.step_ms:
+                time.sleep(args.step_ms / 1000)
+            if hook.should_stop:
+                break
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        res["on" if on else "off"].append(times[len(times) // 2] * 1e6)
+        if on and hook._dist is not None:
+            st = hook._dist.stats()
+            res["rounds"].append(st["rounds"])
+            res["round_us"].append(st["sync_ns_total"] / max(1, st["rounds"]) / 1000)
+            res["round_max_us"].append(st["sync_ns_max"] / 1000)
+            res["interval"].append(st["interval_steps"])
+        hook.close()
+    with open(os.path.join(args.out, f"bench-{rank}.json"), "w") as f:
+        json.dump(res, f)
+    dist.barrier()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--scenario", default="nan")
@@ -196,6 +238,8 @@ def main():
     try:
         if args.scenario in ("nan", "stopfile"):
             stop_trials(args, rank)
+        elif args.scenario == "bench":
+            bench(args, rank)
         elif args.scenario == "rank0only":
             rank0_only(args, rank)
         else:
