@@ -101,7 +101,7 @@ def test_single_process_hook_has_no_coordinator(tmp_path, tiny, monkeypatch):
         assert hook._dist is None and hook._clock.sync_step == -1
 
 
-def test_straggler_names_the_slow_rank_and_phase_and_balanced_jobs_raise_nothing(tmp_path):
+def test_straggler_names_the_slow_rank_and_phase_and_balanced_jobs_raise_nothing(tmp_path, cli):
     # one job, three run dirs in a row: rank 1 slow in its data loader, then in its forward,
     # then nobody slow. The straggler rule runs in rank 0's process over both streams.
     out = tmp_path / "job"
@@ -120,6 +120,14 @@ def test_straggler_names_the_slow_rank_and_phase_and_balanced_jobs_raise_nothing
         assert all(f["worker"] == "worker-1" for f in fired)
         steps, waits = run.scalar("dist/comm_wait_us", worker="worker-0")
         assert len(steps) >= 40 and float(waits[10:].mean()) > 10_000  # rank 0 waits ~20 ms
+    # the report shows every rank, and the slow one with its phase
+    rep = subprocess.run([cli, "report", str(out / "data"), "--json"], capture_output=True,
+                         text=True, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    ranks = json.loads(rep.stdout)["ranks"]
+    assert [r["worker"] for r in ranks["per_rank"]] == ["worker-0", "worker-1"], ranks
+    assert ranks["slowest"] == "worker-1" and "data wait" in ranks["why"], ranks
+    assert ranks["per_rank"][0]["collective_wait_ms"] > 10, ranks
     none = ts.open_run(str(out / "none"))
     assert not [e for e in none.rule_events() if e["status"] == "IssuesFound"]
     st = none.rule_statuses()["straggler"]
