@@ -64,6 +64,10 @@ struct RunData {
   RunManifest manifest;
   int64_t end_us = 0;  // run end: "run_end" event, else the latest record time
   std::map<std::string, std::vector<StepRecord>> steps;  // per stream
+  // Per stream: (TRAIN step, µs) of the hook's dist/comm_wait_us scalar (time backward waited
+  // for the gradient all-reduce; docs/distributed.md). Kept apart from `scalars`: one per step
+  // and rank, it would dominate them.
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> comm_wait_us;
   std::vector<ScalarRecord> scalars;
   std::vector<TensorPoint> tensors;
   std::map<std::string, std::vector<SystemSampleRecord>> system;  // per stream ("node")
@@ -205,6 +209,16 @@ struct SystemStat {
   Percentiles p;
 };
 
+// One rank (worker stream) of a distributed run: medians per TRAIN step, in ms. busy = step
+// time - collective wait; other = step time - the four phases.
+struct RankStats {
+  std::string stream;
+  int64_t steps = 0;
+  double step_ms = 0, busy_ms = 0, wait_ms = 0;
+  double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0, other_ms = 0;
+  bool has_wait = false;  // the stream recorded collective waits
+};
+
 struct EventSummary {
   int checkpoints = 0;
   double checkpoint_total_s = 0;
@@ -226,6 +240,11 @@ struct RunAnalysis {
   int64_t outlier_count = 0;
   // Share of step time per phase (data_wait, forward, backward, optimizer, other); empty if none.
   std::vector<std::pair<std::string, double>> phase_share;
+  // Runs with two or more streams with steps: every rank, and which one is slowest and why
+  // ("" when the ranks are within 10% of each other).
+  std::vector<RankStats> ranks;
+  std::string slowest_rank;  // stream
+  std::string slowest_why;   // plain words: busy time against the others, the slow phase
   std::vector<Finding> findings;  // severity, then time
   std::vector<std::string> rules_fired;
   std::vector<std::string> rules_clean;  // rules that reported NoIssuesFound only

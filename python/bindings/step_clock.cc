@@ -11,7 +11,8 @@
 // phase timings, the next save steps) and queues each step's StepRecord and loss in C++
 // until the hook commits. Whenever a step needs more than that it calls a method of the
 // Python Hook (the "slow path"): a save step begins or ends, a stop check is due, the
-// profiling window starts or ends, a checkpoint callback is registered, a loss lives on a
+// profiling window starts or ends, the ranks of a distributed job agree on a stop, a
+// checkpoint callback is registered, a loss lives on a
 // CPU loss is not a scalar. Flags set by the Python side say when. One-element device losses
 // are kept here (detached, no kernel) and handed over 16 at a time.
 //
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "rules/builtin/amp_scalars.h"
+#include "rules/builtin/dist_scalars.h"
 #include "writer_py.h"
 
 namespace trainscope::pyb {
@@ -73,6 +75,7 @@ struct Strings {  // interned attribute and method names
   PyObject* step;
   PyObject* slow_stop_check;
   PyObject* slow_profile_start;
+  PyObject* slow_sync;
   PyObject* slow_begin_save;
   PyObject* slow_loss_next;
   PyObject* slow_loss;
@@ -110,6 +113,7 @@ bool InitStrings() {
       {&S.step, "step"},
       {&S.slow_stop_check, "_slow_stop_check"},
       {&S.slow_profile_start, "_slow_profile_start"},
+      {&S.slow_sync, "_slow_sync"},
       {&S.slow_begin_save, "_slow_begin_save"},
       {&S.slow_loss_next, "_slow_loss_next"},
       {&S.slow_loss, "_slow_loss"},
@@ -189,6 +193,7 @@ struct Clock {
   long long next_stop_check_ns;
   long long stop_check_ns;
   long long profile_start_step;  // -1: none
+  long long sync_step;  // TRAIN mode step of the next cross-rank agreement (-1: none)
 
   long long step_start_us;
   long long pending_start_us;  // set by the loader: the next step began when it asked
@@ -358,6 +363,11 @@ bool OpenStep(Clock* c, int64_t now_us, const char* where) {
   }
   if (c->step == c->profile_start_step && !c->profiling) {
     if (!Slow(c, where, S.slow_profile_start)) return false;
+  }
+  // Counted in TRAIN steps: a rank that alone runs extra eval forwards keeps the same
+  // boundaries as the others (python/trainscope/_distributed.py).
+  if (c->mode == 0 && c->mode_steps[0] == c->sync_step) {
+    if (!Slow(c, where, S.slow_sync)) return false;
   }
   if (c->mode_steps[c->mode] >= c->next_save[c->mode]) {
     if (!SlowMode(c, where, S.slow_begin_save)) return false;
@@ -1419,6 +1429,7 @@ PyObject* ClockNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   c->auto_step = 1;
   c->record_phases = 1;
   c->profile_start_step = -1;
+  c->sync_step = -1;
   c->stop_check_ns = 100000000;
   c->step_start_us = 0;
   c->data_wait_us = c->fwd_ns = c->bwd_ns = c->opt_ns = -1;
@@ -1488,6 +1499,7 @@ PyMemberDef kClockMembers[] = {
     TS_MEMBER(next_stop_check_ns, T_LONGLONG, "monotonic ns of the next stop check"),
     TS_MEMBER(stop_check_ns, T_LONGLONG, "interval of stop checks"),
     TS_MEMBER(profile_start_step, T_LONGLONG, "global step the profiling window opens (-1)"),
+    TS_MEMBER(sync_step, T_LONGLONG, "TRAIN step that calls Hook._slow_sync (-1: none)"),
     TS_MEMBER(step_start_us, T_LONGLONG, "wall µs the open step began"),
     TS_MEMBER(fwd_ns, T_LONGLONG, "forward time of the open step (-1)"),
     TS_MEMBER(bwd_ns, T_LONGLONG, "backward time of the open step (-1)"),
@@ -1638,6 +1650,7 @@ void InitStepClock(py::module_& m) {
   m.add_object("OptStep", reinterpret_cast<PyObject*>(OptStepType));
   m.add_object("ScalerStep", reinterpret_cast<PyObject*>(ScalerStepType));
   m.attr("AMP_LOSS_SCALE") = kAmpLossScale;
+  m.attr("COMM_WAIT") = rules::kCommWaitScalar;
   m.attr("AMP_SKIPPED") = kAmpSkipped;
   m.add_object("TimedIter", reinterpret_cast<PyObject*>(TimedIterType));
 }

@@ -872,6 +872,13 @@ class Checkpointer:
     def _rollback(self, rid: str, firing: int, st: dict) -> bool:
         h = self.hook
         rb = self.rollback
+        d = getattr(h, "_dist", None)
+        if d is not None and d.coordinating:
+            # One rank restoring alone would leave the ranks on different weights and step
+            # counters (their agreed boundaries with them): stop every rank together instead.
+            return self._give_up(rid, h.step_count, h.step_count,
+                                 "rollback of one rank in a distributed job is not supported; "
+                                 "all ranks stop together")
         from_step = h.step_count
         bad = self._firing_step(rid, firing, st) - self._margin(rid)
         if bad >= from_step:

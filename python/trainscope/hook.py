@@ -414,6 +414,7 @@ class Hook:
             self._saving = False
         if self._writer is not None:
             self._start_background()
+            self._start_distributed()
         self._atexit = _register_atexit(self)
 
     # =============================================================================== setup
@@ -486,10 +487,17 @@ class Hook:
             self._writer.staging = False
         if self._builtin_rules:
             try:
+                from . import _distributed
                 from . import rules as _rules
-                self._rule_runner = _rules.start_builtin_runner(
-                    self.out_dir, self._builtin_rules, self._writer, [self.worker],
-                    poll_ms=_RULES_LATENCY_MS)
+                # rules that compare ranks (straggler) run on rank 0 only, over every stream
+                local, cross = _distributed.split_cross_rank(self._builtin_rules)
+                if local:
+                    self._rule_runner = _rules.start_builtin_runner(
+                        self.out_dir, local, self._writer, [self.worker],
+                        poll_ms=_RULES_LATENCY_MS)
+                if cross and _worker_rank() == 0:
+                    self._cross_runner = _rules.start_builtin_runner(
+                        self.out_dir, cross, self._writer, [], poll_ms=_RULES_LATENCY_MS)
             except Exception as e:
                 if self.strict:
                     raise
@@ -517,6 +525,26 @@ class Hook:
                     self._fail("system monitor", e)
                     self._sampler = None
 
+    _dist = None  # the StopCoordinator of a job of several ranks (_distributed.py)
+    _cross_runner = None  # rank 0: rules comparing the ranks (straggler), over every stream
+    _comm_timing = None  # a DDP model's collective waits (_comm_timing.py)
+
+    def _start_distributed(self) -> None:
+        """In a torch.distributed job, stops are agreed by all ranks (_distributed.py)."""
+        try:
+            from . import _distributed
+            if _distributed.wanted():
+                self._dist = _distributed.StopCoordinator(self)
+        except Exception as e:
+            self._fail("distributed", e)
+
+    def _slow_sync(self) -> None:
+        """The step clock at TRAIN step clock.sync_step: the ranks' agreement on stops."""
+        if self._dist is None:
+            self._clock.sync_step = -1
+        else:
+            self._dist.on_boundary()
+
     # ========================================================================= registration
     def register_module(self, module, *, forward_steps: bool = True) -> None:
         """Registers the top-level model: its forward calls define steps; its parameters and
@@ -532,6 +560,12 @@ class Hook:
             if self.strict:
                 raise
             self._fail("register_module", e)
+        try:
+            from . import _comm_timing, _distributed
+            if self._comm_timing is None and _distributed.wanted():
+                self._comm_timing = _comm_timing.attach(self, module)
+        except Exception as e:
+            self._fail("comm timing", e)
 
     def _register_module(self, module, forward_steps: bool = True) -> None:
         self._model = module
@@ -750,6 +784,14 @@ class Hook:
             except Exception:
                 pass
         _GradNormRecorder.remove(self)
+        if self._dist is not None:
+            self._dist.close()
+        if self._comm_timing is not None:
+            try:
+                self._flush_pending()
+                self._comm_timing.detach(self)
+            except Exception as e:
+                self._fail("comm timing", e)
         w = self._writer
         if w is not None:
             try:
@@ -772,6 +814,7 @@ class Hook:
             except Exception as e:
                 self._fail("close", e)
             for name, obj, method in (("rules", self._rule_runner, "stop"),
+                                      ("rank rules", self._cross_runner, "stop"),
                                       ("custom rules", self._py_rules, "stop"),
                                       ("system monitor", self._sampler, "stop")):
                 if obj is not None:
@@ -812,9 +855,10 @@ class Hook:
         """Current statuses of in-process rules: {rule: {"status", "message", ...}}."""
         out = {}
         try:
-            if self._rule_runner is not None:
-                for s in self._rule_runner.statuses():
-                    out[s["rule"]] = s
+            for runner in (self._rule_runner, self._cross_runner):
+                if runner is not None:
+                    for s in runner.statuses():
+                        out[s["rule"]] = s
             if self._py_rules is not None:
                 out.update(self._py_rules.statuses())
         except Exception as e:
@@ -1392,6 +1436,8 @@ class Hook:
 
     def _flush_pending(self) -> None:
         self._clock.flush_pending()
+        if self._comm_timing is not None and self._writer is not None:
+            self._comm_timing.flush(self._writer, self.step_count)  # after its step records
 
     def _flush_device_scalars(self) -> None:
         """Starts the copy of the queued device losses (one per device, not waiting)."""
@@ -1501,10 +1547,10 @@ class Hook:
         if self._stop_reason is not None:
             return
         try:
-            r = self._rule_runner
-            if r is not None and r.stop_requested():
-                self._request_stop_inprocess(r.stop_reason() or "rule stop_training action")
-                return
+            for r in (self._rule_runner, self._cross_runner):
+                if r is not None and r.stop_requested():
+                    self._request_stop_inprocess(r.stop_reason() or "rule stop_training action")
+                    return
             req = _core.stop_request(self.out_dir)
             if req is None:
                 return
@@ -1525,6 +1571,9 @@ class Hook:
     _bad_stop_request: Optional[str] = None
 
     def _request_stop_inprocess(self, reason: str, source: str = "rule") -> None:
+        d = self._dist
+        if d is not None and d.defer(reason, source):
+            return  # all ranks take it together at the next agreed boundary
         with self._lock:
             if self._stop_reason is not None:
                 return

@@ -164,6 +164,7 @@ RunAnalysis Analyze(const RunData& d, const CostInput& cost) {
   auto tables = report_internal::BuildSystemTables(d);
   a.m = report_internal::MeasureTables(d, tables);
   StepAnalysis(d, &a);
+  report_internal::AnalyzeRanks(d, &a);
   a.start_us = d.manifest.start_us;
   if (a.start_us <= 0) a.start_us = a.first_step_us;
   a.end_us = std::max(d.end_us, a.last_step_us);

@@ -132,6 +132,13 @@ const std::vector<RuleInfo>& Rules() {
                 "or blocking I/O (py-spy dump --pid PID shows where it waits); set timeouts on "
                 "torch.distributed and on the DataLoader (timeout=...).";
        }},
+      {"straggler", "One rank holds the others up", Severity::kWarning, false,
+       [](const RuleEventRecord& e, const Measurements&) {
+         // The message names the rank, its slow phase and the likely cause.
+         return e.message + ". Every rank of the job runs at that rank's speed: fixing it (or "
+                "moving its work to the others) speeds up the whole job by about the share of "
+                "step time the others wait (the per-rank table above).";
+       }},
       {"weight_update_ratio", "Weight updates out of range", Severity::kWarning, false,
        [](const RuleEventRecord& e, const Measurements&) {
          bool too_big = !std::isnan(e.value) && !std::isnan(e.threshold) && e.value > e.threshold;

@@ -25,6 +25,8 @@ std::vector<SystemTable> BuildSystemTables(const RunData& d);
 // The stream whose steps the report analyses (worker-0 when present, else the first with
 // steps); nullptr when no stream has steps.
 const std::vector<StepRecord>* MainSteps(const RunData& d, std::string* stream = nullptr);
+// Fills RunAnalysis::ranks, slowest_rank and slowest_why (runs of two or more streams).
+void AnalyzeRanks(const RunData& d, RunAnalysis* a);
 Measurements MeasureTables(const RunData& d, const std::vector<SystemTable>& tables);
 int GpuCount(const SystemTable& t);  // number of gpu<i>.util columns (or gpu.count)
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "rules/builtin/dist_scalars.h"
 #include "trainscope/reader.h"
 #include "trainscope/report.h"
 
@@ -122,6 +123,14 @@ Result<RunData> LoadRunData(const std::string& run_dir) {
     }
   }
   for (const auto& name : r.ScalarNames()) {
+    if (name == rules::kCommWaitScalar) {
+      for (const auto& stream : r.Streams()) {
+        auto& out = d.comm_wait_us[stream];
+        for (const auto& s : r.Scalar(name, Mode::kTrain, stream)) out.emplace_back(s.step, s.value);
+        if (out.empty()) d.comm_wait_us.erase(stream);
+      }
+      continue;
+    }
     for (auto& s : r.Scalar(name)) {
       see(s.wall_us);
       d.scalars.push_back(std::move(s));

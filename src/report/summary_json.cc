@@ -77,6 +77,22 @@ json AnalysisJson(const RunAnalysis& a) {
   for (const auto& [k, v] : a.phase_share) phases[k] = v;
   st["phase_share"] = phases;
   j["step_time"] = st;
+  json ranks = json::array();
+  for (const auto& r : a.ranks) {
+    ranks.push_back({{"worker", r.stream},
+                     {"steps", r.steps},
+                     {"step_ms", Num(r.step_ms)},
+                     {"busy_ms", Num(r.busy_ms)},
+                     {"collective_wait_ms", r.has_wait ? Num(r.wait_ms) : json(nullptr)},
+                     {"data_wait_ms", Num(r.data_ms)},
+                     {"forward_ms", Num(r.forward_ms)},
+                     {"backward_ms", Num(r.backward_ms)},
+                     {"optimizer_ms", Num(r.optimizer_ms)},
+                     {"other_ms", Num(r.other_ms)}});
+  }
+  j["ranks"] = {{"per_rank", ranks},
+                {"slowest", a.slowest_rank.empty() ? json(nullptr) : json(a.slowest_rank)},
+                {"why", a.slowest_why}};
   const Measurements& m = a.m;
   j["measurements"] = {{"gpu_count", m.gpu_count},
                        {"gpu_util_mean", Known(m.gpu_util_mean)},

@@ -51,6 +51,24 @@ std::string TerminalSummary(const RunAnalysis& a, bool color) {
     for (const auto& [k, v] : a.phase_share) o << " " << k << " " << Percent(v);
     o << "\n";
   }
+  if (!a.ranks.empty()) {
+    o << "  ranks     " << a.ranks.size() << " ranks (medians per TRAIN step, ms: step, busy, "
+      << "wait, data, fwd, bwd, opt, other)\n";
+    size_t shown = 0;
+    for (const auto& r : a.ranks) {
+      if (shown >= 16 && r.stream != a.slowest_rank) continue;
+      ++shown;
+      o << "    " << r.stream << (r.stream == a.slowest_rank ? " *" : "  ") << " "
+        << Fixed(r.step_ms, 1) << " " << Fixed(r.busy_ms, 1) << " "
+        << (r.has_wait ? Fixed(r.wait_ms, 1) : std::string("-")) << " " << Fixed(r.data_ms, 1)
+        << " " << Fixed(r.forward_ms, 1) << " " << Fixed(r.backward_ms, 1) << " "
+        << Fixed(r.optimizer_ms, 1) << " " << Fixed(r.other_ms, 1) << "\n";
+    }
+    if (shown < a.ranks.size()) o << "    ... " << a.ranks.size() - shown << " more\n";
+    o << "    " << (a.slowest_why.empty() ? "ranks balanced (busy time within 10%)"
+                                          : a.slowest_why)
+      << "\n";
+  }
   const Measurements& m = a.m;
   if (m.gpu_count > 0) {
     o << "  GPU       " << m.gpu_count << " GPU" << (m.gpu_count > 1 ? "s" : "")

@@ -17,7 +17,8 @@ const RuleRegistry& RuleRegistry::BuiltIn() {
           rules::StalledTrainingLoopRule, rules::WeightUpdateRatioRule, rules::DeadReluRule,
           rules::SaturatedActivationRule, rules::PoorWeightInitializationRule,
           rules::TensorVarianceRule, rules::UnchangedTensorRule, rules::AllZeroRule,
-          rules::ClassImbalanceRule, rules::CheckInputImagesRule, rules::AmpLossScaleRule}) {
+          rules::ClassImbalanceRule, rules::CheckInputImagesRule, rules::AmpLossScaleRule,
+          rules::StragglerRule}) {
       (void)r->Add(make());
     }
     (void)rules::AddProfilingRules(r);  // cpu_bottleneck, dataloader, step_outlier, ...

@@ -135,6 +135,16 @@
       const colors = { data_wait: '#dc2626', forward: '#2563eb', backward: '#7c3aed', optimizer: '#059669', other: '#94a3b8' };
       C.shareBar(sec, Object.keys(colors).filter((k) => k in ph).map((k) => ({ label: k.replace('_', ' '), value: ph[k], color: colors[k] })));
     }
+    const rk = s.ranks || {};
+    if ((rk.per_rank || []).length) {
+      sec.append(el('h3', { text: `Ranks (${rk.per_rank.length}): medians per TRAIN step` }));
+      sec.append(el('p', { class: 'ts-note', text: rk.why || 'Ranks balanced: busy time (step time minus the wait for the others in the gradient all-reduce) within 10%.' }));
+      const ms = (v) => (v === null || v === undefined ? '–' : f.num(v) + ' ms');
+      C.table(sec, [{ key: 'worker', label: 'rank', align: 'left', format: (v) => (v === rk.slowest ? el('b', { style: 'color:var(--critical)', text: v + ' (slowest)' }) : v) },
+        { key: 'step_ms', label: 'step', format: ms }, { key: 'busy_ms', label: 'busy', format: ms }, { key: 'collective_wait_ms', label: 'waits for others', format: ms },
+        { key: 'data_wait_ms', label: 'data wait', format: ms }, { key: 'forward_ms', label: 'forward', format: ms }, { key: 'backward_ms', label: 'backward compute', format: ms },
+        { key: 'optimizer_ms', label: 'optimizer', format: ms }, { key: 'other_ms', label: 'other', format: ms }], rk.per_rank);
+    }
     const grid = el('div', { class: 'grid2' });
     sec.append(grid);
     C.line(grid, series.steps.curve, { markers, markerKey: 'step' });

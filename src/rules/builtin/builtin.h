@@ -22,5 +22,6 @@ RuleType AllZeroRule();
 RuleType ClassImbalanceRule();
 RuleType CheckInputImagesRule();
 RuleType AmpLossScaleRule();
+RuleType StragglerRule();
 
 }  // namespace trainscope::rules

@@ -1,0 +1,252 @@
+"""A small DDP training (gloo, CPU) started by tests/python/test_distributed.py under torchrun.
+
+    python -m torch.distributed.run --standalone --nproc_per_node 2 dist_job.py \
+        --scenario nan --out DIR --trials 5
+
+Scenarios:
+  nan        each trial is a fresh Hook (a run dir DIR/trial-<i>) with exploding_tensor +
+             stop_training; rank 1 alone makes its loss NaN at a step only it knows (its
+             gradients stay finite, so no other rank sees NaN). Every rank breaks out of its loop
+             when hook.should_stop says so and writes DIR/trial-<i>/exit-<rank>.json; the next
+             trial's DDP all-reduces hang if any rank left at another step.
+  stopfile   as nan, but the stop comes from control/stop.json written by rank 0's own loop.
+  rank0only  a hook on rank 0 only: stops stay local (said once), nothing waits for rank 1.
+  bench      median step time with coordinated stops on and off (DIR/bench-<rank>.json).
+  straggler  a run dir DIR/<case> per case of --cases: rank --slow-rank slowed by --slow-ms in
+             its data loader (data), in its model's forward (compute), or not at all (none).
+"""
+import argparse
+import json
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+import trainscope as ts  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+class Crit(torch.nn.Module):
+    """MSE whose value (not its gradient) becomes NaN at the steps in ``nan_at``."""
+
+    def __init__(self):
+        super().__init__()
+        self.nan_at = set()
+        self.calls = 0
+
+    def forward(self, out, y):
+        loss = torch.nn.functional.mse_loss(out, y)
+        self.calls += 1
+        if self.calls in self.nan_at:
+            loss = loss + torch.tensor(float("nan"))  # a constant: backward stays finite
+        return loss
+
+
+def batches(n, seed, slow_ms=0.0):
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(n):
+        if slow_ms:
+            time.sleep(slow_ms / 1000)
+        yield torch.randn(16, 32, generator=g), torch.randn(16, 4, generator=g)
+
+
+def make_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+
+
+def stop_trials(args, rank):
+    ddp = torch.nn.parallel.DistributedDataParallel(make_model())
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    rnd = random.Random(1000 + rank)
+    for trial in range(args.trials):
+        out = os.path.join(args.out, f"trial-{trial}")
+        crit = Crit()
+        inject = rnd.randint(20, 60)
+        if rank == 1 and args.scenario == "nan":
+            crit.nan_at = {inject}
+        rules = [ts.Rule("exploding_tensor", actions=["stop_training"])]
+        hook = ts.Hook(out_dir=out, save_interval=1, collections=["losses"], rules=rules,
+                       system_monitor_interval_ms=0)
+        hook.register_module(ddp)
+        hook.register_loss(crit)
+        hook.register_optimizer(opt)
+        stopped_at = None
+        t0 = time.monotonic()
+        for i, (x, y) in enumerate(hook.wrap(batches(args.max_steps, trial))):
+            loss = crit(ddp(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if args.step_ms:
+                time.sleep(args.step_ms / 1000)
+            if args.scenario == "stopfile" and rank == 0 and i == inject:
+                os.makedirs(os.path.join(out, "control"), exist_ok=True)
+                with open(os.path.join(out, "control", "stop.json.tmp"), "w") as f:
+                    json.dump({"reason": "test stop", "requested_by": "dist_job"}, f)
+                os.replace(os.path.join(out, "control", "stop.json.tmp"),
+                           os.path.join(out, "control", "stop.json"))
+            if hook.should_stop:
+                stopped_at = hook.step_count
+                break
+        elapsed = time.monotonic() - t0
+        d = hook._dist.stats() if hook._dist is not None else None
+        steps = hook.step_count
+        reason = hook.stop_reason
+        hook.close()
+        with open(os.path.join(out, f"exit-{rank}.json"), "w") as f:
+            json.dump({"rank": rank, "stopped_at": stopped_at, "steps": steps,
+                       "reason": reason, "inject": inject if rank == 1 else None,
+                       "elapsed_s": elapsed, "sync": d}, f)
+    dist.barrier()
+
+
+def rank0_only(args, rank):
+    """A hook on rank 0 only (no DDP): its stops stay local, and nothing waits for rank 1."""
+    if rank == 0:
+        model = make_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        crit = Crit()
+        crit.nan_at = {30}
+        hook = ts.Hook(out_dir=args.out, save_interval=1, collections=["losses"],
+                       rules=[ts.Rule("exploding_tensor", actions=["stop_training"])],
+                       system_monitor_interval_ms=0)
+        hook.register_module(model)
+        hook.register_loss(crit)
+        hook.register_optimizer(opt)
+        for x, y in hook.wrap(batches(args.max_steps, 0)):
+            loss = crit(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            time.sleep(args.step_ms / 1000)
+            if hook.should_stop:
+                break
+        with open(os.path.join(args.out, "exit-0.json"), "w") as f:
+            json.dump({"steps": hook.step_count, "reason": hook.stop_reason,
+                       "sync": hook._dist.stats() if hook._dist is not None else None}, f)
+        hook.close()
+    dist.barrier()
+
+
+class SlowLayer(torch.nn.Module):
+    """Identity that spins for ``ms`` in its forward (compute made slow on one rank)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ms = 0.0
+
+    def forward(self, x):
+        if self.ms:
+            t = time.perf_counter() + self.ms / 1000
+            while time.perf_counter() < t:
+                pass
+        return x
+
+
+def straggler(args, rank):
+    """One run dir per case in --cases (data, compute, none): rank --slow-rank slowed in its
+    data loader, in its model's forward, or not at all, for --max-steps steps each."""
+    slow_layer = SlowLayer()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), slow_layer, torch.nn.ReLU(),
+                                torch.nn.Linear(64, 4))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    crit = torch.nn.MSELoss()
+    slow = rank == args.slow_rank
+    for case in args.cases.split(","):
+        hook = ts.Hook(out_dir=os.path.join(args.out, case), save_interval=1000,
+                       system_monitor_interval_ms=0,
+                       rules=[ts.Rule("straggler")] if args.rules else None)
+        hook.register_module(ddp)
+        hook.register_loss(crit)
+        hook.register_optimizer(opt)
+        data_ms = args.slow_ms if slow and case == "data" else 0.0
+        slow_layer.ms = args.slow_ms if slow and case == "compute" else 0.0
+        for x, y in hook.wrap(batches(args.max_steps, 0, data_ms)):
+            loss = crit(ddp(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if args.step_ms:
+                time.sleep(args.step_ms / 1000)
+        hook.close()
+    dist.barrier()
+
+
+def bench(args, rank):
+    """Step time with coordinated stops on and off, alternating (--trials pairs of
+    --max-steps steps each), and the coordinator's own cost; DIR/bench-<rank>.json."""
+    ddp = torch.nn.parallel.DistributedDataParallel(make_model())
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    crit = torch.nn.MSELoss()
+    res = {"on": [], "off": [], "rounds": [], "round_us": [], "round_max_us": [],
+           "interval": []}
+    for trial in range(2 * args.trials):
+        on = trial % 2 == 0
+        os.environ["TRAINSCOPE_DISTRIBUTED"] = "1" if on else "0"
+        hook = ts.Hook(out_dir=os.path.join(args.out, f"b{trial}"), system_monitor_interval_ms=0)
+        hook.register_module(ddp)
+        hook.register_loss(crit)
+        hook.register_optimizer(opt)
+        times = []
+        for i, (x, y) in enumerate(hook.wrap(batches(args.max_steps, trial))):
+            t0 = time.perf_counter()
+            loss = crit(ddp(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if args.step_ms:
+                time.sleep(args.step_ms / 1000)
+            if hook.should_stop:
+                break
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        res["on" if on else "off"].append(times[len(times) // 2] * 1e6)
+        if on and hook._dist is not None:
+            st = hook._dist.stats()
+            res["rounds"].append(st["rounds"])
+            res["round_us"].append(st["sync_ns_total"] / max(1, st["rounds"]) / 1000)
+            res["round_max_us"].append(st["sync_ns_max"] / 1000)
+            res["interval"].append(st["interval_steps"])
+        hook.close()
+    with open(os.path.join(args.out, f"bench-{rank}.json"), "w") as f:
+        json.dump(res, f)
+    dist.barrier()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--scenario", default="nan")
+    p.add_argument("--out", required=True)
+    p.add_argument("--trials", type=int, default=1)
+    p.add_argument("--max-steps", type=int, default=400)
+    p.add_argument("--step-ms", type=float, default=2.0)
+    p.add_argument("--cases", default="data,compute,none")
+    p.add_argument("--slow-rank", type=int, default=1)
+    p.add_argument("--slow-ms", type=float, default=20.0)
+    p.add_argument("--rules", action="store_true")
+    args = p.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    try:
+        if args.scenario in ("nan", "stopfile"):
+            stop_trials(args, rank)
+        elif args.scenario == "bench":
+            bench(args, rank)
+        elif args.scenario == "rank0only":
+            rank0_only(args, rank)
+        else:
+            straggler(args, rank)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Distributed training under torchrun (gloo, CPU, 2 ranks): the stop that every rank takes at
+the same step (python/trainscope/_distributed.py). Each job is a real `torch.distributed.run`
+launch of tests/python/dist_job.py, bounded by a subprocess timeout.
+
+TRAINSCOPE_DIST_JOBS=20 repeats the NaN job 20 times (docs/distributed.md records such a run);
+CI runs one job of TRAINSCOPE_DIST_TRIALS (default 5) fresh hooks in a row.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import trainscope as ts
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+JOB = os.path.join(HERE, "dist_job.py")
+PYTHON_DIR = os.path.join(HERE, "..", "..", "python")
+
+
+def torchrun(tmp_path, *args, nproc=2, timeout=150):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.abspath(PYTHON_DIR) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("TRAINSCOPE_RUN_DIR", None)
+    env.pop("WORLD_SIZE", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={nproc}", JOB, *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path),
+                       env=env)
+    assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-5000:])
+    return p
+
+
+def _exits(trial_dir, nproc=2):
+    return [json.load(open(os.path.join(trial_dir, f"exit-{r}.json"))) for r in range(nproc)]
+
+
+def _check_trial(trial_dir, requester):
+    exits = _exits(trial_dir)
+    stops = {e["stopped_at"] for e in exits}
+    assert len(stops) == 1 and None not in stops, exits  # every rank left at the same step
+    stop = stops.pop()
+    for e in exits:
+        assert e["sync"]["state"] == "stopped", e
+        assert e["sync"]["agreed_step"] == stop
+    asked = exits[requester]["sync"]["requested_at_step"]
+    assert asked is not None and asked < stop, exits
+    other = exits[1 - requester]
+    assert other["reason"].startswith(f"rank {requester}: "), other
+    run = ts.open_run(trial_dir)
+    agreed = run.events("stop_agreed")
+    assert sorted(e["rank"] for e in agreed) == [0, 1], agreed
+    assert {e["step"] for e in agreed} == {stop}
+    assert all(e["requested_by"] == requester for e in agreed)
+    return stop - asked
+
+
+def test_nan_on_one_rank_stops_every_rank_at_the_same_step(tmp_path):
+    jobs = int(os.environ.get("TRAINSCOPE_DIST_JOBS", "1"))
+    trials = int(os.environ.get("TRAINSCOPE_DIST_TRIALS", "5"))
+    lags = []
+    for j in range(jobs):
+        out = tmp_path / f"job-{j}"
+        torchrun(tmp_path, "--scenario", "nan", "--out", str(out), "--trials", str(trials))
+        for t in range(trials):
+            d = str(out / f"trial-{t}")
+            lags.append(_check_trial(d, requester=1))
+            rank1 = _exits(d)[1]
+            assert "exploding_tensor" in rank1["reason"]
+            assert rank1["stopped_at"] > rank1["inject"]
+    if jobs > 1:
+        print("steps from request to the agreed stop:", sorted(lags))
+
+
+def test_stop_request_file_is_taken_by_every_rank_together(tmp_path):
+    out = tmp_path / "job"
+    torchrun(tmp_path, "--scenario", "stopfile", "--out", str(out), "--trials", "2")
+    for t in range(2):
+        exits = _exits(str(out / f"trial-{t}"))
+        assert len({e["stopped_at"] for e in exits}) == 1 and exits[0]["stopped_at"], exits
+        assert all("test stop" in e["reason"] for e in exits), exits
+
+
+def test_hook_on_rank_0_only_keeps_stops_local_and_waits_for_nobody(tmp_path):
+    out = tmp_path / "run"
+    torchrun(tmp_path, "--scenario", "rank0only", "--out", str(out))
+    e = json.load(open(out / "exit-0.json"))
+    assert "exploding_tensor" in e["reason"] and e["sync"]["state"] == "off", e
+    off = ts.open_run(str(out)).events("stop_sync_off")
+    assert off and "1 of 2 ranks" in off[0]["reason"], off
+
+
+def test_single_process_hook_has_no_coordinator(tmp_path, tiny, monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    model, opt, crit, batches = tiny
+    with ts.Hook(out_dir=str(tmp_path / "run"), system_monitor_interval_ms=0) as hook:
+        hook.register_module(model)
+        for x, y in batches[:3]:
+            crit(model(x), y).backward()
+        assert hook._dist is None and hook._clock.sync_step == -1
+
+
+def test_straggler_names_the_slow_rank_and_phase_and_balanced_jobs_raise_nothing(tmp_path, cli):
+    # one job, three run dirs in a row: rank 1 slow in its data loader, then in its forward,
+    # then nobody slow. The straggler rule runs in rank 0's process over both streams.
+    out = tmp_path / "job"
+    torchrun(tmp_path, "--scenario", "straggler", "--out", str(out), "--cases",
+             "data,compute,none", "--max-steps", "45", "--slow-ms", "20", "--rules")
+    for case, phase in (("data", "data wait"), ("compute", "forward")):
+        run = ts.open_run(str(out / case))
+        fired = [e for e in run.rule_events()
+                 if e["rule"] == "straggler" and e["status"] == "IssuesFound"]
+        assert fired, (case, run.rule_events())
+        e = fired[0]
+        assert e["worker"] == "worker-1" and e["step"] <= 30, e
+        assert "rank 1 is the straggler" in e["message"], e["message"]
+        assert f"the slow phase is {phase} " in e["message"], e["message"]
+        # the waiting rank's collective wait is measured, so rank 0 is never the one named
+        assert all(f["worker"] == "worker-1" for f in fired)
+        steps, waits = run.scalar("dist/comm_wait_us", worker="worker-0")
+        assert len(steps) >= 40 and float(waits[10:].mean()) > 10_000  # rank 0 waits ~20 ms
+    # the report shows every rank, and the slow one with its phase
+    rep = subprocess.run([cli, "report", str(out / "data"), "--json"], capture_output=True,
+                         text=True, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    ranks = json.loads(rep.stdout)["ranks"]
+    assert [r["worker"] for r in ranks["per_rank"]] == ["worker-0", "worker-1"], ranks
+    assert ranks["slowest"] == "worker-1" and "data wait" in ranks["why"], ranks
+    assert ranks["per_rank"][0]["collective_wait_ms"] > 10, ranks
+    none = ts.open_run(str(out / "none"))
+    assert not [e for e in none.rule_events() if e["status"] == "IssuesFound"]
+    st = none.rule_statuses()["straggler"]
+    assert st["status"] == "NoIssuesFound", st
