@@ -7,11 +7,13 @@
 //                    RenderRunMetrics on a RunReader you refresh (docs/dashboard.md).
 //   PrometheusText   builds the text exposition format (version 0.0.4).
 //
-// Security: a server bound to anything but loopback refuses to start without a token; with a
-// token every data request needs "Authorization: Bearer T" or "?token=T" (constant-time
-// comparison). Thread-safety: Start/Stop from one thread; handlers run on connection threads.
+// Security: a server bound to anything but loopback refuses to start without a token of at
+// least kMinRemoteTokenLength characters; with a token every data request needs
+// "Authorization: Bearer T" (scheme case-insensitive) or "?token=T" (constant-time comparison).
+// Slow or idle clients cannot hold connections others need (src/server/http.h). Thread-safety: Start/Stop from one thread; handlers run on connection threads.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -68,7 +70,12 @@ struct ServerSecurity {
   std::string token;  // required when host is not loopback
 };
 
-// Fails with InvalidArgument when `host` is not a loopback address and `token` is empty.
+// Beyond loopback a token must have at least this many characters.
+inline constexpr size_t kMinRemoteTokenLength = 16;
+
+// Fails with InvalidArgument when `host` is not a loopback address and `token` is empty or
+// shorter than kMinRemoteTokenLength, or (on any host) when the token holds spaces, control or
+// non-ASCII characters, which cannot travel in an Authorization header.
 Status CheckBindPolicy(const std::string& host, const std::string& token);
 bool IsLoopbackHost(const std::string& host);
 
@@ -91,7 +98,8 @@ struct DashboardOptions {
   std::string root_dir;  // a directory of runs (subdirectories with run.json) or one run
   ServerSecurity security;
   std::string web_root;  // web/ of the source tree; "" = the build-time default
-  int max_connections = 64;
+  int max_connections = 1024;            // open connections in total (docs/dashboard.md)
+  int max_connections_per_client = 256;  // open connections from one client address
   int64_t refresh_interval_ms = 250;  // a run is re-read at most this often
 };
 

@@ -13,6 +13,7 @@ stop the job when one fires, and read everything back.
 See docs/python.md for the whole API. torch is imported only when the hook needs it.
 """
 from . import _core
+from ._errors import ConfigError
 from ._modes import Mode, NotFoundError, RuleFired, TrainingStopped
 from .collection import BUILTIN as BUILTIN_COLLECTIONS
 from .collection import DEFAULT_COLLECTIONS, Collection
@@ -24,7 +25,7 @@ from .rules import Rule, rule_names, watch
 __version__ = _core.__version__
 
 __all__ = [
-    "Hook", "Collection", "Mode", "ProfilerConfig", "Rule", "RuleFired", "Run", "Tensor",
+    "Hook", "Collection", "ConfigError", "Mode", "ProfilerConfig", "Rule", "RuleFired", "Run", "Tensor",
     "NotFoundError", "TrainingStopped", "open_run", "watch", "rule_names", "compute_stats",
     "request_stop", "BUILTIN_COLLECTIONS", "DEFAULT_COLLECTIONS",
     "Checkpointer", "Rollback", "PREEMPTED_EXIT_CODE",

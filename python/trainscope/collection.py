@@ -16,9 +16,52 @@ from __future__ import annotations
 import re
 from typing import Iterable, List, Optional, Sequence, Union
 
+from ._errors import ConfigError, check_bool, check_int
 from ._modes import Mode
 
 NEVER = 1 << 62
+MAX_HISTOGRAM_BUCKETS = 1 << 20  # the core's limit (src/stats/stats_kernels.h)
+
+
+def _compile_includes(where: str, include) -> list:
+    """``include`` as compiled regexes; a bad one is a ConfigError naming it."""
+    allowed = "None, a regular expression (str or re.Pattern) or a list of them"
+    if include is None:
+        return []
+    items = [include] if isinstance(include, (str, re.Pattern)) else include
+    if not isinstance(items, (list, tuple, set, frozenset)):
+        raise ConfigError(where, "include", include, allowed)
+    out = []
+    for p in items:
+        if isinstance(p, re.Pattern):
+            out.append(p)
+            continue
+        if not isinstance(p, str):
+            raise ConfigError(where, "include", include, allowed)
+        try:
+            out.append(re.compile(p))
+        except re.error as e:
+            raise ConfigError(where, "include", p, allowed,
+                              f"not a valid regular expression: {e}") from None
+    return out
+
+
+def _parse_modes(where: str, modes):
+    allowed = "None or a list of modes (TRAIN, EVAL, PREDICT; names or ts.Mode)"
+    if modes is None:
+        return None
+    if isinstance(modes, (str, bytes)) or not hasattr(modes, "__iter__"):
+        raise ConfigError(where, "modes", modes, allowed, "a list is expected, even of one mode")
+    out = set()
+    for m in modes:
+        try:
+            mode = Mode.parse(m)
+        except (ValueError, TypeError):
+            raise ConfigError(where, "modes", modes, allowed) from None
+        if mode == Mode.GLOBAL:
+            raise ConfigError(where, "modes", modes, allowed, "GLOBAL is not a training mode")
+        out.add(mode)
+    return frozenset(out)
 
 # Built-in collections: name -> (source kind, module type names for activation kinds).
 # Sources: "loss", "scalar", "param" (weights/biases values), "grad", "output", "input".
@@ -69,23 +112,37 @@ class Collection:
                  save_steps: Optional[Iterable[int]] = None, start_step: int = 0,
                  end_step: Optional[int] = None, modes: Optional[Iterable] = None,
                  histogram_buckets: int = 0):
+        w = f"Collection({name!r})" if isinstance(name, str) else "Collection"
         if not isinstance(name, str) or not name or "/" in name:
-            raise ValueError(f"collection name must be a non-empty string without '/': {name!r}")
+            raise ConfigError("Collection", "name", name, "a non-empty string without '/'")
         self.name = name
-        if include is None or isinstance(include, (str, re.Pattern)):
-            include = [] if include is None else [include]
-        self.include_patterns = [p if isinstance(p, re.Pattern) else re.compile(p) for p in include]
-        if save_interval is not None and int(save_interval) < 1:
-            raise ValueError(f"collection {name}: save_interval must be >= 1, got {save_interval}")
-        self.save_interval = None if save_interval is None else int(save_interval)
-        self.reductions = bool(reductions)
-        self.raw = bool(raw)
-        self.save_steps = None if save_steps is None else sorted({int(s) for s in save_steps})
+        self.include_patterns = _compile_includes(w, include)
+        self.save_interval = check_int(w, "save_interval", save_interval, minimum=1,
+                                       allow_none=True)
+        self.reductions = check_bool(w, "reductions", reductions)
+        self.raw = check_bool(w, "raw", raw)
+        if save_steps is None:
+            self.save_steps = None
+        elif isinstance(save_steps, (str, bytes)) or not hasattr(save_steps, "__iter__"):
+            raise ConfigError(w, "save_steps", save_steps,
+                              "None or a list of integer mode steps >= 0")
+        else:
+            try:
+                self.save_steps = sorted({check_int(w, "save_steps", s, minimum=0)
+                                          for s in save_steps})
+            except ConfigError:
+                raise ConfigError(w, "save_steps", save_steps,
+                                  "None or a list of integer mode steps >= 0") from None
         self._save_steps_set = None if self.save_steps is None else set(self.save_steps)
-        self.start_step = int(start_step or 0)
-        self.end_step = None if end_step is None else int(end_step)
-        self.modes = None if modes is None else frozenset(Mode.parse(m) for m in modes)
-        self.histogram_buckets = int(histogram_buckets)
+        self.start_step = check_int(w, "start_step", start_step, minimum=0, allow_none=True) or 0
+        self.end_step = check_int(w, "end_step", end_step, minimum=0, allow_none=True)
+        if self.end_step is not None and self.end_step <= self.start_step:
+            raise ConfigError(w, "end_step", end_step,
+                              f"None or a step greater than start_step ({self.start_step})",
+                              "the collection would never save")
+        self.modes = _parse_modes(w, modes)
+        self.histogram_buckets = check_int(w, "histogram_buckets", histogram_buckets, minimum=0,
+                                           maximum=MAX_HISTOGRAM_BUCKETS)
 
     # ---- What it selects ------------------------------------------------------------------
     @property
@@ -164,11 +221,22 @@ def as_collections(spec, save_interval: int) -> List[Collection]:
         spec = DEFAULT_COLLECTIONS
     if isinstance(spec, (str, Collection)):
         spec = [spec]
+    allowed = ("built-in collection names (" + ", ".join(BUILTIN) + ") or ts.Collection "
+               "objects (a custom collection: ts.Collection(name, include=...)), or one of them")
+    if not hasattr(spec, "__iter__"):
+        raise ConfigError("Hook", "collections", spec, allowed)
     out = {}
     for c in spec:
         if isinstance(c, str):
+            if c not in BUILTIN:
+                from ._modes import nearest
+                near = nearest(c, list(BUILTIN))
+                raise ConfigError("Hook", "collections", c, allowed,
+                                  "no built-in collection of that name" +
+                                  (f"; did you mean {', '.join(map(repr, near))}?" if near
+                                   else ""))
             c = Collection(c)
         if not isinstance(c, Collection):
-            raise TypeError(f"collections: expected names or ts.Collection objects, got {c!r}")
+            raise ConfigError("Hook", "collections", c, allowed)
         out[c.name] = c
     return list(out.values())

@@ -48,6 +48,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from . import _core
 from ._dtypes import _torch_codes, torch_to_buffer
+from ._errors import (ConfigError, check_bool, check_callable, check_hook_arguments,
+                      check_int)
 from ._modes import Mode, TrainingStopped
 from .collection import NEVER, as_collections
 
@@ -132,12 +134,14 @@ class ProfilerConfig:
     def __init__(self, start_step: int = 5, num_steps: int = 10, torch_profiler: bool = True,
                  python_profiler: bool = True, record_shapes: bool = False,
                  top_functions: int = 50):
-        self.start_step = int(start_step)
-        self.num_steps = max(1, int(num_steps))
-        self.torch_profiler = torch_profiler
-        self.python_profiler = python_profiler
-        self.record_shapes = record_shapes
-        self.top_functions = int(top_functions)
+        w = "ProfilerConfig"
+        self.start_step = check_int(w, "start_step", start_step, minimum=0)
+        self.num_steps = check_int(w, "num_steps", num_steps, minimum=1, maximum=1_000_000)
+        self.torch_profiler = check_bool(w, "torch_profiler", torch_profiler)
+        self.python_profiler = check_bool(w, "python_profiler", python_profiler)
+        self.record_shapes = check_bool(w, "record_shapes", record_shapes)
+        self.top_functions = check_int(w, "top_functions", top_functions, minimum=0,
+                                       maximum=1_000_000)
 
     @property
     def end_step(self) -> int:  # exclusive
@@ -288,6 +292,16 @@ class Hook:
         if auto is not None:
             auto.yield_to(self)
         _require_torch()
+        # Wrong arguments raise ConfigError here, whatever `strict` says (docs/python.md).
+        args = check_hook_arguments(dict(
+            out_dir=out_dir, save_interval=save_interval, rules=rules, actions=actions,
+            system_monitor_interval_ms=system_monitor_interval_ms, raise_on_stop=raise_on_stop,
+            profiler=profiler, storage_budget_bytes=storage_budget_bytes,
+            expected_steps=expected_steps, device_stats=device_stats,
+            record_phases=record_phases, stop_check_interval_ms=stop_check_interval_ms,
+            strict=strict, auto_step=auto_step, worker=worker, run_name=run_name,
+            max_errors=max_errors, writer_options=writer_options))
+        out_dir, rules, actions = args["out_dir"], args["rules"], args["actions"]
         # ---- state that must exist even when setup fails -------------------------------
         # The per-step fast path in C (python/bindings/step_clock.cc) owns the step state:
         # counters, mode, the open step and its phase timings, the next save steps, and the
@@ -301,7 +315,7 @@ class Hook:
         self._loss_names: List[str] = []
         self._errors: Dict[str, int] = {}
         self.error_count = 0
-        self._max_errors = max_errors
+        self._max_errors = args["max_errors"]
         self._lock = threading.Lock()
         self._writer = None
         self._closed = False
@@ -324,9 +338,9 @@ class Hook:
         self._py_rules = None
         self._sampler = None
         self._profiling = None
-        self.raise_on_stop = bool(raise_on_stop)
-        self.strict = bool(strict)
-        self._auto_step = bool(auto_step)
+        self.raise_on_stop = args["raise_on_stop"]
+        self.strict = args["strict"]
+        self._auto_step = args["auto_step"]
         self._plan: Optional[_Plan] = None
         self._plan_cache: Dict[tuple, _Plan] = {}
         self._hooked_plan = None  # the plan whose step hooks are installed (_step_handles)
@@ -357,16 +371,16 @@ class Hook:
         self._first_save_bytes: Dict[str, int] = {}
         self._first_save_step: Dict[str, int] = {}
         self._raw_disabled = False
-        self._clock.stop_check_ns = max(0, int(stop_check_interval_ms)) * 1_000_000
-        self.record_phases = bool(record_phases)
-        self.device_stats = device_stats if device_stats in ("auto", "torch", "core") else "auto"
+        self._clock.stop_check_ns = args["stop_check_interval_ms"] * 1_000_000
+        self.record_phases = args["record_phases"]
+        self.device_stats = args["device_stats"]
         self._clock.loss_on_device = self.device_stats == "torch"
-        self.save_interval = max(1, int(save_interval))
-        self.storage_budget_bytes = int(storage_budget_bytes or 0)
-        self.expected_steps = int(expected_steps)
+        self.save_interval = args["save_interval"]
+        self.storage_budget_bytes = args["storage_budget_bytes"]
+        self.expected_steps = args["expected_steps"]
         self.profiler = profiler
         self._clock.profile_start_step = int(profiler.start_step) if profiler is not None else -1
-        self._system_monitor_interval_ms = int(system_monitor_interval_ms or 0)
+        self._system_monitor_interval_ms = args["system_monitor_interval_ms"]
 
         env_dir = os.environ.get("TRAINSCOPE_RUN_DIR")
         if env_dir:
@@ -380,15 +394,9 @@ class Hook:
         self.out_dir = str(out_dir)
         self.worker = worker or f"worker-{_worker_rank()}"
 
-        try:
-            self.collections = as_collections(collections, self.save_interval)
-        except Exception as e:  # bad config
-            if self.strict:
-                raise
-            self._fail("config", e)
-            self.collections = as_collections(None, self.save_interval)
-        self._rules_spec = list(rules or [])
-        self._actions_spec = list(actions or [])
+        self.collections = as_collections(collections, self.save_interval)  # or ConfigError
+        self._rules_spec = rules
+        self._actions_spec = actions
         try:
             from . import rules as _rules
             from .checkpoint import split_rollback  # "rollback" is the Checkpointer's action
@@ -398,6 +406,11 @@ class Hook:
             for c in _rules.required_collections(self._builtin_rules, self.collections,
                                                  self.save_interval):
                 self.collections.append(c)
+        except (ValueError, TypeError, KeyError) as e:  # the engine refused the configuration
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError("Hook", "rules", self._rules_spec, "a configuration the rules "
+                              "engine accepts", str(e)) from e
         except Exception as e:
             if self.strict:
                 raise
@@ -553,7 +566,25 @@ class Hook:
         forward_steps=False: the model's forward calls neither open nor time steps; the caller
         drives them with ``begin_step()`` and ``step()`` (the framework integrations do: a
         LightningModule's forward may never be called, an evaluation's forwards may run
-        between training steps)."""
+        between training steps).
+
+        Registering the same model again does nothing (said once in the log); another model
+        while one is registered is a ConfigError (one hook follows one model)."""
+        import torch
+        if not isinstance(module, torch.nn.Module):
+            raise ConfigError("register_module", "module", module,
+                              "a torch.nn.Module (the top-level model)")
+        if self._model is not None:
+            if module is self._model:
+                if not getattr(self, "_warned_reregister", False):
+                    self._warned_reregister = True
+                    log.info("trainscope: register_module: this model is already registered; "
+                             "the repeated call does nothing (steps are counted once)")
+                return
+            raise ConfigError("register_module", "module", module,
+                              f"the model already registered ({type(self._model).__name__}); "
+                              "one hook follows one model: register the top-level module that "
+                              "contains both", "a model is already registered")
         try:
             self._register_module(module, forward_steps)
         except Exception as e:
@@ -589,6 +620,10 @@ class Hook:
 
         For an nn.Module criterion a forward hook is added and the module returned; for a plain
         function (F.cross_entropy) a wrapper that records is returned: use it instead."""
+        check_callable("register_loss", "criterion", criterion,
+                       "a callable: an nn.Module criterion or a loss function")
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ConfigError("register_loss", "name", name, "a non-empty string without '/'")
         try:
             import torch
             self._clock.set_torch(torch.Tensor, torch.float32, torch.float64)
@@ -613,7 +648,14 @@ class Hook:
 
     def register_optimizer(self, optimizer) -> None:
         """Times ``optimizer.step()`` (StepRecord.optimizer_us) and ends the backward phase
-        there (StepRecord.backward_us). Wraps the instance's step method."""
+        there (StepRecord.backward_us). Wraps the instance's step method; registering the
+        same optimizer again does nothing."""
+        if not callable(getattr(optimizer, "step", None)) or not hasattr(optimizer,
+                                                                         "param_groups"):
+            raise ConfigError("register_optimizer", "optimizer", optimizer,
+                              "a torch.optim.Optimizer (an object with step() and param_groups)")
+        if any(o is optimizer for o in self._optimizers):
+            return
         try:
             # A callable bound like a method, so LR schedulers (which rebind optimizer.step
             # through __func__.__get__) keep working.
@@ -629,7 +671,14 @@ class Hook:
         backward used) at every ``scaler.step(optimizer)`` and ``amp/skipped`` = 1 on the steps
         it skipped because of inf/NaN gradients, and summarises gradients divided by the scale
         (the gradients the optimizer uses). The optimizers it steps are registered too (their
-        step tells a skipped step). Wraps the instance's step method (C, like the optimizer's)."""
+        step tells a skipped step). Wraps the instance's step method (C, like the optimizer's);
+        registering the same scaler again does nothing."""
+        if not callable(getattr(scaler, "step", None)) or not callable(
+                getattr(scaler, "get_scale", None)):
+            raise ConfigError("register_scaler", "scaler", scaler,
+                              "a torch.amp.GradScaler (an object with step() and get_scale())")
+        if any(s is scaler for s in self._scalers):
+            return
         try:
             import torch
             self._clock.set_torch(torch.Tensor, torch.float32, torch.float64)

@@ -45,6 +45,28 @@ Response Error(int status, const std::string& msg) {
   return Response::Json(status, json{{"error", msg}}.dump());
 }
 
+// The methods a resource answers: anything else (BREW, DELETE...) gets 405 with Allow.
+constexpr const char* kRead = "GET, HEAD";
+constexpr const char* kPostOnly = "POST";
+
+bool Allowed(const Request& req, const char* allow) {
+  return allow == kPostOnly ? req.method == "POST" : req.method == "GET" || req.method == "HEAD";
+}
+
+Response NotAllowed(const char* allow) {
+  Response r = Error(405, std::string("method not allowed; allowed: ") + allow);
+  r.headers.emplace_back("Allow", allow);
+  return r;
+}
+
+// 401 closes the connection: a client without the token keeps no connection open.
+Response Unauthorized() {
+  Response r = Error(401, "missing or wrong token");
+  r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"trainscope\"");
+  r.close = true;
+  return r;
+}
+
 // URL prefixes of the static files, the directory under the web root each maps to (nullptr:
 // embedded only; dygraphs is a system package, not part of web/), and the name of the embedded
 // copy (WebAsset) used when the web root is missing.
@@ -92,6 +114,7 @@ class DashboardServer::Impl {
     so.host = options_.security.host;
     so.port = options_.security.port;
     so.max_connections = options_.max_connections;
+    so.max_connections_per_client = options_.max_connections_per_client;
     auto s = http::Server::Start(so, [this](const Request& r) { return Handle(r); });
     if (!s.ok()) return s.status();
     server_ = std::move(*s);
@@ -110,32 +133,28 @@ class DashboardServer::Impl {
  private:
   Response Handle(const Request& req) {
     const std::string& path = req.path;
-    if (path == "/healthz") return Response::Text(200, "ok\n");
-    if (path == "/favicon.ico") return Response::Text(204, "");
+    if (path == "/healthz") return Allowed(req, kRead) ? Response::Text(200, "ok\n") : NotAllowed(kRead);
+    if (path == "/favicon.ico") return Allowed(req, kRead) ? Response::Text(204, "") : NotAllowed(kRead);
     // Without a token only loopback Host names are answered (DNS rebinding).
     if (options_.security.token.empty() && !server::LoopbackHostHeader(req)) {
       return Error(403, "Host header is not a loopback name; use a token to serve other hosts");
     }
     if (path == "/" || path == "/index.html") {
-      if (req.method != "GET" && req.method != "HEAD") return Error(405, "GET only");
+      if (!Allowed(req, kRead)) return NotAllowed(kRead);
       return Static("/static/dashboard/index.html");
     }
     if (path.rfind("/static/", 0) == 0) {
-      if (req.method != "GET" && req.method != "HEAD") return Error(405, "GET only");
+      if (!Allowed(req, kRead)) return NotAllowed(kRead);
       return Static(path);
     }
     // Everything below reads run data or changes a job: the token is required.
-    if (!server::Authorized(req, options_.security.token)) {
-      Response r = Error(401, "missing or wrong token");
-      r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"trainscope\"");
-      return r;
-    }
+    if (!server::Authorized(req, options_.security.token)) return Unauthorized();
     if (path == "/metrics") {
-      if (req.method != "GET" && req.method != "HEAD") return Error(405, "GET only");
+      if (!Allowed(req, kRead)) return NotAllowed(kRead);
       return Metrics();
     }
     if (path == "/api/runs") {
-      if (req.method != "GET") return Error(405, "GET only");
+      if (!Allowed(req, kRead)) return NotAllowed(kRead);
       return ListRuns();
     }
     const std::string prefix = "/api/runs/";
@@ -155,13 +174,16 @@ class DashboardServer::Impl {
                      run.status().message());
       }
       if (action.empty()) {
-        if (req.method != "GET") return Error(405, "GET only");
+        if (!Allowed(req, kRead)) return NotAllowed(kRead);
         uint64_t since = 0;
         auto it = req.query.find("since");
         if (it != req.query.end()) since = std::strtoull(it->second.c_str(), nullptr, 10);
         return Response::Json(200, (*run)->DataJson(since, refresh_us_));
       }
-      if (action == "stop") return StopRun(req, **run);
+      if (action == "stop") {
+        if (!Allowed(req, kPostOnly)) return NotAllowed(kPostOnly);
+        return StopRun(req, **run);
+      }
       return Error(404, "unknown action");
     }
     return Error(404, "not found");
@@ -270,7 +292,6 @@ class DashboardServer::Impl {
   }
 
   Response StopRun(const Request& req, server::LiveRun& run) {
-    if (req.method != "POST") return Error(405, "POST only");
     if (!server::SameOrigin(req)) return Error(403, "cross-site request refused");
     if (options_.security.token.empty() && !req.peer_loopback) {
       return Error(403, "stop needs a token or a loopback client");
@@ -323,10 +344,12 @@ class MetricsServer::Impl {
     return Status::OK();
   }
   Response Handle(const Request& req) {
+    if (req.path != "/healthz" && req.path != "/metrics") {
+      return Error(404, "not found; try /metrics");
+    }
+    if (!Allowed(req, kRead)) return NotAllowed(kRead);
     if (req.path == "/healthz") return Response::Text(200, "ok\n");
-    if (req.path != "/metrics") return Error(404, "not found; try /metrics");
-    if (req.method != "GET" && req.method != "HEAD") return Error(405, "GET only");
-    if (!server::Authorized(req, options_.token)) return Error(401, "missing or wrong token");
+    if (!server::Authorized(req, options_.token)) return Unauthorized();
     if (options_.token.empty() && !server::LoopbackHostHeader(req)) {
       return Error(403, "Host header is not a loopback name");
     }

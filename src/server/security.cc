@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <strings.h>
 
 #include "trainscope/server.h"
 
@@ -22,11 +23,27 @@ bool IsLoopbackHost(const std::string& host_in) {
 }
 
 Status CheckBindPolicy(const std::string& host, const std::string& token) {
-  if (!IsLoopbackHost(host) && token.empty()) {
+  for (char c : token) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7f) {
+      return Status::InvalidArgument(
+          "the token must be printable ASCII without spaces (it travels in an "
+          "'Authorization: Bearer' header); generate one with `openssl rand -hex 16`");
+    }
+  }
+  if (IsLoopbackHost(host)) return Status::OK();
+  if (token.empty()) {
     return Status::InvalidArgument(
         "refusing to listen on '" + host +
         "' without a token: anyone who can reach it could read the runs and stop jobs. "
         "Pass --token T (or bind to 127.0.0.1 and use an SSH tunnel)");
+  }
+  if (token.size() < kMinRemoteTokenLength) {
+    return Status::InvalidArgument(
+        "refusing to listen on '" + host + "' with a token of " + std::to_string(token.size()) +
+        " characters: beyond loopback the token must have at least " +
+        std::to_string(kMinRemoteTokenLength) +
+        " characters (generate one with `openssl rand -hex 16`)");
   }
   return Status::OK();
 }
@@ -35,11 +52,14 @@ namespace server {
 
 bool Authorized(const http::Request& req, const std::string& token) {
   if (token.empty()) return true;
-  std::string auth = req.Header("authorization");
-  const std::string bearer = "Bearer ";
+  // RFC 9110 11.1: the scheme is case-insensitive and separated from the credentials by one
+  // or more spaces (tabs tolerated).
+  const std::string auth = req.Header("authorization");
   bool ok = false;
-  if (auth.size() > bearer.size() && auth.compare(0, bearer.size(), bearer) == 0) {
-    ok = http::ConstantTimeEquals(auth.substr(bearer.size()), token);
+  if (auth.size() > 6 && strncasecmp(auth.c_str(), "bearer", 6) == 0 &&
+      (auth[6] == ' ' || auth[6] == '\t')) {
+    const size_t start = auth.find_first_not_of(" \t", 6);
+    if (start != std::string::npos) ok = http::ConstantTimeEquals(auth.substr(start), token);
   }
   auto it = req.query.find("token");
   if (it != req.query.end()) ok = http::ConstantTimeEquals(it->second, token) || ok;

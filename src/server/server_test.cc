@@ -3,12 +3,16 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -94,7 +98,7 @@ TEST(Security, BindPolicy) {
   EXPECT_FALSE(CheckBindPolicy("0.0.0.0", "").ok());
   EXPECT_FALSE(CheckBindPolicy("::", "").ok());
   EXPECT_FALSE(CheckBindPolicy("10.1.2.3", "").ok());
-  EXPECT_TRUE(CheckBindPolicy("0.0.0.0", "secret").ok());
+  EXPECT_TRUE(CheckBindPolicy("0.0.0.0", "secret-0123456789").ok());
   DashboardOptions o;
   o.root_dir = "/tmp";
   o.security.host = "0.0.0.0";
@@ -407,6 +411,272 @@ TEST(HttpServer, KeepAliveAndConnectionCapAndStop) {
   EXPECT_EQ(when_free("GET /x HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n").status, 413);
   (*s)->Stop();
   EXPECT_EQ(Get(port, "/").status, 0);  // nothing listens any more
+}
+
+
+// ---- Abuse: slow clients, connection limits, shutdown, auth scheme, methods --------------------
+
+// A client that holds a connection and dribbles bytes of a request head.
+class SlowClient {
+ public:
+  // `from`: the local address to connect from (any 127.x.y.z is loopback on Linux).
+  explicit SlowClient(int port, const char* from = nullptr) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (from != nullptr) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      ::inet_pton(AF_INET, from, &local.sin_addr);
+      ::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local));
+    }
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  ~SlowClient() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  // Sends the next byte of "GET / HTTP/1.1\r\nX-Slow: aaaa..." (never the end of the head).
+  bool Dribble() {
+    static const std::string kHead = "GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    char c = sent_ < kHead.size() ? kHead[sent_] : 'a';
+    ++sent_;
+    return ::send(fd_, &c, 1, MSG_NOSIGNAL) == 1;
+  }
+  // True once the server closed the connection (EOF or reset; any response before it is read).
+  bool ClosedByServer(int wait_ms) {
+    pollfd p = {fd_, POLLIN, 0};
+    while (::poll(&p, 1, wait_ms) > 0) {
+      char buf[4096];
+      ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n <= 0) return n == 0 || errno != EAGAIN;
+      response_.append(buf, static_cast<size_t>(n));
+    }
+    return false;
+  }
+  const std::string& response() const { return response_; }
+  // Sends the rest of the head and waits for the status of the answer (0 when none came).
+  int Finish() {
+    const std::string rest = "\r\nConnection: close\r\n\r\n";
+    ::send(fd_, rest.data(), rest.size(), MSG_NOSIGNAL);
+    ClosedByServer(10000);
+    return response_.size() > 12 ? std::atoi(response_.substr(9, 3).c_str()) : 0;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  size_t sent_ = 0;
+  std::string response_;
+};
+
+http::Handler EchoHandler() {
+  return [](const http::Request& r) { return http::Response::Text(200, r.method + " " + r.path); };
+}
+
+TEST(HttpServer, SlowClientsCannotLockOthersOut) {
+  http::ServerOptions o;
+  o.max_connections = 8;
+  o.max_connections_per_client = 8;
+  auto s = http::Server::Start(o, EchoHandler());
+  ASSERT_TRUE(s.ok());
+  const int port = (*s)->port();
+  std::vector<std::unique_ptr<SlowClient>> slow;
+  for (int i = 0; i < 16; ++i) {  // twice the cap, all from 127.0.0.1
+    slow.push_back(std::make_unique<SlowClient>(port));
+    ASSERT_TRUE(slow.back()->connected());
+    slow.back()->Dribble();
+  }
+  for (auto& c : slow) c->Dribble();
+  // Every fast client is served although slow ones fill every slot: the connection waiting
+  // longest for its request gives up its slot.
+  for (int i = 0; i < 20; ++i) {
+    auto r = Get(port, "/fast" + std::to_string(i));
+    EXPECT_EQ(r.status, 200) << i << ": " << r.head;
+    slow[static_cast<size_t>(i) % slow.size()]->Dribble();
+  }
+  EXPECT_GE((*s)->stats().evicted, 8u);  // the slow clients beyond the cap took older slots
+  EXPECT_EQ((*s)->stats().rejected, 0u);
+  (*s)->Stop();
+}
+
+TEST(HttpServer, AClientWithManyConnectionsCannotEvictOneWithFew) {
+  http::ServerOptions o;
+  o.max_connections = 8;
+  o.max_connections_per_client = 8;
+  auto s = http::Server::Start(o, EchoHandler());
+  ASSERT_TRUE(s.ok());
+  const int port = (*s)->port();
+  std::vector<std::unique_ptr<SlowClient>> heavy;
+  for (int i = 0; i < 8; ++i) {
+    heavy.push_back(std::make_unique<SlowClient>(port, "127.0.0.3"));
+    ASSERT_TRUE(heavy.back()->connected());
+    heavy.back()->Dribble();
+  }
+  SlowClient light(port, "127.0.0.1");  // takes a slot of 127.0.0.3, the heaviest client
+  ASSERT_TRUE(light.connected());
+  for (int i = 0; i < 40; ++i) light.Dribble();  // the request line and a header so far
+  // 127.0.0.3 reconnects again and again (always younger than the light client's connection):
+  // each time it gives up one of its own connections, never the light one.
+  for (int i = 0; i < 40; ++i) {
+    heavy[static_cast<size_t>(i) % heavy.size()] = std::make_unique<SlowClient>(port, "127.0.0.3");
+    heavy[static_cast<size_t>(i) % heavy.size()]->Dribble();
+  }
+  EXPECT_EQ(light.Finish(), 200) << light.response();
+  EXPECT_GE((*s)->stats().evicted, 1u);
+  (*s)->Stop();
+}
+
+TEST(HttpServer, RequestHeadHasOneDeadlineNotAnIdleTimeoutPerRead) {
+  http::ServerOptions o;
+  o.request_timeout_ms = 300;
+  o.idle_timeout_ms = 5000;
+  auto s = http::Server::Start(o, EchoHandler());
+  ASSERT_TRUE(s.ok());
+  SlowClient c((*s)->port());
+  ASSERT_TRUE(c.connected());
+  // One byte every 50 ms is far within the idle timeout; the whole head must still arrive within
+  // the request deadline, so the server ends the connection (bounded loop: a failure, not a hang).
+  bool closed = false;
+  for (int i = 0; i < 400 && !closed; ++i) {
+    c.Dribble();
+    closed = c.ClosedByServer(50);
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_NE(c.response().find("408"), std::string::npos) << c.response();
+  EXPECT_EQ(Get((*s)->port(), "/after").status, 200);
+}
+
+TEST(HttpServer, BusyConnectionsAreNotEvictedAndTheCapAnswers503) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  int entered = 0;
+  http::ServerOptions o;
+  o.max_connections = 2;
+  o.worker_threads = 2;
+  auto s = http::Server::Start(o, [&](const http::Request& r) {
+    std::unique_lock<std::mutex> lock(mu);
+    ++entered;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return http::Response::Text(200, r.path);
+  });
+  ASSERT_TRUE(s.ok());
+  const int port = (*s)->port();
+  std::thread a([&] { EXPECT_EQ(Get(port, "/a").status, 200); });
+  std::thread b([&] { EXPECT_EQ(Get(port, "/b").status, 200); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return entered == 2; }));
+  }
+  EXPECT_EQ(Get(port, "/c").status, 503);  // both slots run a request: nothing to give up
+  EXPECT_EQ((*s)->stats().rejected, 1u);
+  EXPECT_EQ((*s)->stats().evicted, 0u);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  a.join();
+  b.join();
+  (*s)->Stop();
+}
+
+TEST(HttpServer, StopCompletesWithHungClients) {
+  http::ServerOptions o;
+  auto s = http::Server::Start(o, [](const http::Request&) {
+    return http::Response::Text(200, std::string(32 << 20, 'x'));  // more than socket buffers
+  });
+  ASSERT_TRUE(s.ok());
+  const int port = (*s)->port();
+  std::vector<std::unique_ptr<SlowClient>> slow;
+  for (int i = 0; i < 8; ++i) {
+    slow.push_back(std::make_unique<SlowClient>(port));
+    slow.back()->Dribble();
+  }
+  // Clients that send a request and never read the answer.
+  std::vector<int> readers;
+  for (int i = 0; i < 4; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const std::string req = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+    ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    readers.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the answers block
+  auto stopped = std::async(std::launch::async, [&] { (*s)->Stop(); });
+  EXPECT_EQ(stopped.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  stopped.wait();
+  for (int fd : readers) ::close(fd);
+}
+
+TEST(Security, AuthSchemeIsCaseInsensitive) {
+  http::Request r;
+  for (const char* h : {"Bearer tok-123", "bearer tok-123", "BEARER tok-123", "Bearer   tok-123",
+                        "bEaReR\ttok-123"}) {
+    r.headers["authorization"] = h;
+    EXPECT_TRUE(server::Authorized(r, "tok-123")) << h;
+  }
+  for (const char* h : {"Basic tok-123", "Bearertok-123", "Bearer tok-12", "tok-123", "Bearer "}) {
+    r.headers["authorization"] = h;
+    EXPECT_FALSE(server::Authorized(r, "tok-123")) << h;
+  }
+}
+
+TEST(Security, TokenLengthBeyondLoopback) {
+  const std::string min(kMinRemoteTokenLength, 'k');
+  EXPECT_TRUE(CheckBindPolicy("0.0.0.0", min).ok());
+  for (const std::string& bad : {std::string(" "), std::string("short"), min.substr(1)}) {
+    Status st = CheckBindPolicy("0.0.0.0", bad);
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << "'" << bad << "'";
+    EXPECT_NE(st.message().find(std::to_string(kMinRemoteTokenLength)), std::string::npos)
+        << st.message();
+  }
+  // A token that cannot travel in a header is refused everywhere, loopback included.
+  for (const char* bad : {" ", "has space-0123456789", "tab\t0123456789abcdef"}) {
+    EXPECT_FALSE(CheckBindPolicy("127.0.0.1", bad).ok()) << bad;
+  }
+  EXPECT_TRUE(CheckBindPolicy("127.0.0.1", "short").ok());  // loopback: the user's choice
+}
+
+TEST_F(DashboardTest, UnknownMethodsGet405WithAllow) {
+  StartServer("");
+  struct Case {
+    const char* method;
+    const char* target;
+    const char* allow;
+  };
+  for (const Case& c : {Case{"BREW", "/healthz", "GET, HEAD"}, Case{"BREW", "/", "GET, HEAD"},
+                        Case{"DELETE", "/api/runs", "GET, HEAD"},
+                        Case{"PUT", "/api/runs/r1", "GET, HEAD"},
+                        Case{"GET", "/api/runs/r1/stop", "POST"},
+                        Case{"BREW", "/metrics", "GET, HEAD"},
+                        Case{"BREW", "/static/dashboard/index.html", "GET, HEAD"}}) {
+    auto r = Raw(port_, std::string(c.method) + " " + c.target +
+                            " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(r.status, 405) << c.method << " " << c.target;
+    EXPECT_NE(r.head.find(std::string("Allow: ") + c.allow + "\r\n"), std::string::npos)
+        << c.method << " " << c.target << "\n"
+        << r.head;
+  }
+  EXPECT_EQ(Get(port_, "/healthz").status, 200);
+}
+
+TEST_F(DashboardTest, UnauthorizedRequestsDoNotKeepTheirConnection) {
+  StartServer("tok-0123456789abcdef");
+  // Two pipelined requests without the token: the 401 closes the connection.
+  auto r = Raw(port_,
+               "GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+               "GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_NE(r.head.find("Connection: close"), std::string::npos) << r.head;
+  EXPECT_EQ(r.body.find("HTTP/1.1"), std::string::npos) << r.body;  // no second answer
+  EXPECT_EQ(Get(port_, "/api/runs", "Authorization: bearer tok-0123456789abcdef\r\n").status, 200);
 }
 
 }  // namespace

@@ -7,13 +7,14 @@ import pytest
 
 import trainscope as ts
 import trainscope.collection
+import trainscope._errors
 import trainscope._modes
 import trainscope.reader
 from conftest import train
 
 
 @pytest.mark.parametrize("module", [ts, trainscope.collection, trainscope._modes,
-                                    trainscope.reader])
+                                    trainscope._errors, trainscope.reader])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0

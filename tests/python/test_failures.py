@@ -40,14 +40,13 @@ def test_unwritable_out_dir_root(tmp_path, tiny):
     assert "open run" in hook.errors
 
 
-def test_bad_regex_is_logged_not_raised(run_dir, tiny, caplog):
-    model, opt, crit, batches = tiny
-    with caplog.at_level("WARNING", logger="trainscope"):
-        hook = ts.Hook(run_dir, collections=["losses", {"not": "a collection"}],
-                       system_monitor_interval_ms=0)
-    assert "config" in hook.errors
-    hook.close()
-    with pytest.raises(Exception):
+def test_bad_collection_config_raises_config_error_whatever_strict(run_dir):
+    # A wrong argument is a programmer error found where it is given (issue 18): ConfigError,
+    # strict or not; only failures while the training runs are logged and degrade.
+    with pytest.raises(ts.ConfigError, match="collections"):
+        ts.Hook(run_dir, collections=["losses", {"not": "a collection"}],
+                system_monitor_interval_ms=0)
+    with pytest.raises(ts.ConfigError, match="regular expression"):
         ts.Hook(run_dir + "2", collections=[ts.Collection("gradients", include="[unclosed")],
                 strict=True)
 

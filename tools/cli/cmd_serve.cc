@@ -2,7 +2,9 @@
 // runs (docs/dashboard.md).
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 
@@ -21,9 +23,11 @@ with run.json is served as a single run):
   /api/runs         runs as JSON; /api/runs/NAME?since=CURSOR only what is new
   /metrics          Prometheus text exposition of every run (system, GPU, steps, rules)
 
-Binds to 127.0.0.1 by default. Binding to any other address needs --token T (or the
-TRAINSCOPE_TOKEN environment variable); requests then need "Authorization: Bearer T" or
-"?token=T" (open http://HOST:PORT/?token=T in a browser). --port 0 picks a free port.
+Binds to 127.0.0.1 by default. Binding to any other address needs --token T of at least 16
+characters (or the TRAINSCOPE_TOKEN environment variable); requests then need
+"Authorization: Bearer T" or "?token=T" (open http://HOST:PORT/?token=T in a browser).
+Slow clients cannot hold connections others need (docs/dashboard.md). --port 0 picks a free
+port.
 Stops on SIGINT/SIGTERM. Exit codes: 0 stopped, 1 error, 2 usage (incl. a missing token).)";
 
 int Serve(Context& ctx) {
@@ -61,6 +65,15 @@ int Serve(Context& ctx) {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  // Every connection holds a descriptor: make room for the connection limit if the hard limit
+  // allows (beyond the soft limit the server pauses accepting instead of failing).
+  rlimit nofile{};
+  const rlim_t want = static_cast<rlim_t>(o.max_connections) + 64;
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < want) {
+    nofile.rlim_cur = std::min(want, nofile.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
 
   auto server = DashboardServer::Start(o);
   if (!server.ok()) {
