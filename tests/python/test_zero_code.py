@@ -279,3 +279,20 @@ def test_with_the_callback_under_trainscope_run_nothing_is_recorded_twice(cli, t
                for e in r.rule_events())
     assert all(s["state"] in ("armed", "searching", "stood_down")
                for s in statuses(str(run))), statuses(str(run))
+
+
+def test_torchrun_nan_on_one_rank_stops_every_rank_at_one_step(cli, tmp_path):
+    run = tmp_path / "ddpnan"
+    script = os.path.join(os.path.dirname(__file__), "scripts", "plain_ddp.py")
+    cmd = [cli, "run", "--out", str(run), "--rules", "exploding_tensor", "--actions",
+           "stop_training", "--", sys.executable, "-m", "torch.distributed.run", "--standalone",
+           "--nproc_per_node", "2", script, "--steps", "5000", "--fault-step", "100"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert "collective" not in p.stderr.lower() or "timeout" not in p.stderr.lower()
+    r = ts.open_run(str(run))
+    last = {w: r.step_records(w)[-1]["step"] for w in r.workers()}
+    assert set(last) == {"worker-0", "worker-1"} and len(set(last.values())) == 1, last
+    assert 100 <= last["worker-0"] < 4999
+    stopped = [s for s in statuses(str(run)) if s["state"] == "stopped"]
+    assert len(stopped) == 2 and len({s["step"] for s in stopped}) == 1, stopped
+    assert "a rule asked it to" in p.stderr

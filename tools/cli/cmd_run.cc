@@ -313,11 +313,15 @@ int Run(Context& ctx) {
   if (runner) runner->Stop(/*finish=*/true);
   int code = child.exit_code();
   std::vector<std::string> captured;
+  bool stopped_at_step = code == kStoppedExitCode;
   if (!no_instrument) {
-    for (const auto& s : ReadInstrumentStatus(out)) {
+    const auto statuses = ReadInstrumentStatus(out);
+    for (const auto& s : statuses) {
       w.AddEvent({"instrumentation", NowMicros(), s.json});
+      // under torchrun the launcher's status is not the workers' 76
+      if (s.state == "stopped") stopped_at_step = true;
     }
-    captured = DescribeInstrumentation(ReadInstrumentStatus(out));
+    captured = DescribeInstrumentation(statuses);
   }
   w.AddEvent({"child_exited", NowMicros(),
               nlohmann::json{{"exit_code", code},
@@ -327,7 +331,7 @@ int Run(Context& ctx) {
   w.Close();
   if (!quiet) {
     for (const auto& line : captured) ctx.err << "trainscope: " << line << "\n";
-    if (code == kStoppedExitCode && stop_fired) {
+    if (stopped_at_step && stop_fired) {
       ctx.err << "trainscope: the training stopped at a step because a rule asked it to\n";
     }
     ctx.err << "trainscope: run recorded in " << out << " (exit status " << code

@@ -8,6 +8,8 @@ import torch.distributed as dist
 
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=60)
+p.add_argument("--fault-step", type=int, default=-1)
+p.add_argument("--fault-rank", type=int, default=1)
 p.add_argument("--losses", default="", help="also write each rank's losses to LOSSES-RANK")
 args = p.parse_args()
 dist.init_process_group("gloo")
@@ -20,6 +22,8 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 for step in range(args.steps):
     x = torch.randn(32, 16)
     loss = ((model(x) - x[:, :1]) ** 2).mean()
+    if rank == args.fault_rank and 0 <= args.fault_step <= step:
+        loss = loss * float("nan")
     opt.zero_grad()
     loss.backward()
     opt.step()
