@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <future>
@@ -128,6 +129,17 @@ TEST(RunCommand, TimeoutKillsAndExitCodeReported) {
   Status bad = RunCommand("exit 3", "", 5000);
   EXPECT_NE(bad.message().find("exited with 3"), std::string::npos);
   EXPECT_TRUE(RunCommand("read x; test \"$x\" = hello", "hello\n", 5000).ok());
+}
+
+TEST(RunCommand, ACommandThatDoesNotReadItsStdinIsNoSigpipe) {
+  // More than a pipe holds, to a command that exits at once: the write fails with EPIPE; the
+  // default SIGPIPE would end this process (the test binary, `trainscope watch`).
+  ::signal(SIGPIPE, SIG_DFL);
+  const std::string data(1 << 20, 'x');
+  for (int i = 0; i < 20; ++i) {
+    Status st = RunCommand("exit 0", data, 5000);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
 }
 
 TEST(ActionDispatcher, RateLimitAndBoundedQueue) {
