@@ -115,6 +115,9 @@ class DashboardServer::Impl {
     so.port = options_.security.port;
     so.max_connections = options_.max_connections;
     so.max_connections_per_client = options_.max_connections_per_client;
+    // The only body is a stop request's reason: a small limit keeps what unauthenticated
+    // clients can make the server hold small (max_connections x (head + body)).
+    so.max_body_bytes = 16 << 10;
     auto s = http::Server::Start(so, [this](const Request& r) { return Handle(r); });
     if (!s.ok()) return s.status();
     server_ = std::move(*s);
@@ -338,6 +341,7 @@ class MetricsServer::Impl {
     so.host = options_.host;
     so.port = options_.port;
     so.max_connections = 16;
+    so.max_body_bytes = 0;  // GET only
     auto s = http::Server::Start(so, [this](const Request& r) { return Handle(r); });
     if (!s.ok()) return s.status();
     server_ = std::move(*s);
