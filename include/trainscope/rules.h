@@ -24,6 +24,7 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -247,10 +248,16 @@ using StopTrainingFn = std::function<void(const RuleEventRecord&)>;
 // message, firing, time (ISO-8601 UTC), wall_us, details. Non-finite numbers become null.
 std::string RuleEventToJson(const RuleEventRecord& e);
 
+class LogRateLimiter;  // src/util/rate_limited_log.h
+
 struct ActionDispatcherOptions {
   size_t queue_max = 64;           // pending actions; more are dropped (counted)
   StopTrainingFn stop_training;    // what stop_training does; nullptr: the action logs an error
   std::function<int64_t()> clock;  // µs; default NowMicros
+  // A failing action (webhook, exec...) is logged at its first failure, then at most once per
+  // this many seconds with the count of failures left unsaid; Stop() sums up the rest.
+  double failure_log_interval_s = 60;
+  std::function<void(std::string_view)> log;  // where failure lines go; default: stderr log
 };
 
 struct ActionStats {
@@ -279,6 +286,7 @@ class ActionDispatcher {
   };
   void Loop();
   Status Run(const Item& item);
+  void LogFailure(const Item& item, const Status& st);
   ActionDispatcherOptions options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -287,6 +295,7 @@ class ActionDispatcher {
   bool busy_ = false;
   ActionStats stats_;
   std::map<std::string, int64_t> last_run_us_;  // rule + action index -> time
+  std::unique_ptr<LogRateLimiter> failure_log_;  // dispatcher thread (and Stop once joined)
   std::thread thread_;
 };
 

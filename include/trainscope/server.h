@@ -10,7 +10,8 @@
 // Security: a server bound to anything but loopback refuses to start without a token of at
 // least kMinRemoteTokenLength characters; with a token every data request needs
 // "Authorization: Bearer T" (scheme case-insensitive) or "?token=T" (constant-time comparison).
-// Slow or idle clients cannot hold connections others need (src/server/http.h). Thread-safety: Start/Stop from one thread; handlers run on connection threads.
+// Slow or idle clients cannot hold connections others need (src/server/http.h).
+// Thread-safety: Start/Stop from one thread; handlers run on the server's worker threads.
 #pragma once
 
 #include <cstddef>

@@ -25,7 +25,8 @@ from .rules import Rule, rule_names, watch
 __version__ = _core.__version__
 
 __all__ = [
-    "Hook", "Collection", "ConfigError", "Mode", "ProfilerConfig", "Rule", "RuleFired", "Run", "Tensor",
+    "Hook", "Collection", "ConfigError", "Mode", "ProfilerConfig", "Rule", "RuleFired", "Run",
+    "Tensor",
     "NotFoundError", "TrainingStopped", "open_run", "watch", "rule_names", "compute_stats",
     "request_stop", "BUILTIN_COLLECTIONS", "DEFAULT_COLLECTIONS",
     "Checkpointer", "Rollback", "PREEMPTED_EXIT_CODE",

@@ -99,7 +99,12 @@ def _as_rule(r) -> Rule:
 
 
 def split_rules(rules, actions) -> Tuple[List[Rule], List[Rule]]:
-    """(built-in rules, custom Python rules); validates built-in ones with the engine."""
+    """(built-in rules, custom Python rules); validates built-in ones with the engine. One rule
+    (a name, a ts.Rule, a dict) may be given alone, one action likewise."""
+    if isinstance(rules, (str, Rule, dict)):
+        rules = [rules]
+    if isinstance(actions, (str, dict)):
+        actions = [actions]
     rules = [_as_rule(r) for r in rules or []]
     builtin = [r for r in rules if not r.is_custom]
     custom = [r for r in rules if r.is_custom]

@@ -1,13 +1,13 @@
 // LoadRunData: a run directory → RunData (via RunReader, plus RUN/profile/*.json).
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "rules/builtin/dist_scalars.h"
 #include "trainscope/reader.h"
 #include "trainscope/report.h"
+#include "util/env.h"
+#include "util/logging.h"
 
 namespace trainscope {
 namespace {
@@ -33,6 +33,20 @@ std::vector<ProfiledEntry> Entries(const nlohmann::json& arr) {
   return out;
 }
 
+constexpr uint64_t kMaxFunctionsFileBytes = 64ull << 20;
+
+// A trace the report may link to: a regular file (a FIFO or a directory is said and skipped).
+bool IsTraceFile(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return false;
+  auto size = Env::Default()->FileSize(p.string());  // fstat of an O_NONBLOCK open: never blocks
+  if (!size.ok()) {
+    Log(LogLevel::kWarning, size.status().message() + "; no link to this trace");
+    return false;
+  }
+  return true;
+}
+
 // RUN/profile/functions-<worker>.json (docs/report.md) and the matching trace-<worker>.json.
 std::vector<ProfileWindow> LoadProfiles(const std::string& run_dir) {
   std::vector<ProfileWindow> out;
@@ -45,10 +59,15 @@ std::vector<ProfileWindow> LoadProfiles(const std::string& run_dir) {
   for (const auto& f : files) {
     std::string base = f.filename().string();
     if (base.rfind("functions-", 0) != 0 || f.extension() != ".json") continue;
-    std::ifstream in(f);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+    // Like every run file: never blocks (a FIFO), never reads what is not a regular file, and
+    // bounded (a functions file holds the top functions of one window: kilobytes).
+    std::string text;
+    Status st = Env::Default()->ReadFile(f.string(), &text, kMaxFunctionsFileBytes);
+    if (!st.ok()) {
+      Log(LogLevel::kWarning, st.message() + "; profile skipped");
+      continue;
+    }
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) continue;  // a half-written file: skip it
     ProfileWindow w;
     w.worker = base.substr(10, base.size() - 10 - 5);
@@ -60,7 +79,7 @@ std::vector<ProfileWindow> LoadProfiles(const std::string& run_dir) {
     w.functions = Entries(j.value("functions", nlohmann::json::array()));
     w.operators = Entries(j.value("operators", nlohmann::json::array()));
     std::string trace = "trace-" + w.worker + ".json";
-    if (fs::exists(dir / trace, ec)) w.trace_file = "profile/" + trace;
+    if (IsTraceFile(dir / trace)) w.trace_file = "profile/" + trace;
     out.push_back(std::move(w));
   }
   // Traces without a functions file still get a link.
@@ -70,7 +89,7 @@ std::vector<ProfileWindow> LoadProfiles(const std::string& run_dir) {
     std::string worker = base.substr(6, base.size() - 6 - 5);
     bool seen = std::any_of(out.begin(), out.end(),
                             [&](const ProfileWindow& w) { return w.worker == worker; });
-    if (!seen) {
+    if (!seen && IsTraceFile(f)) {
       ProfileWindow w;
       w.worker = worker;
       w.trace_file = "profile/" + base;

@@ -1,10 +1,12 @@
 // ActionDispatcher: runs rule actions on its own thread with a bounded queue and rate limits.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "trainscope/rules.h"
 #include "util/logging.h"
+#include "util/rate_limited_log.h"
 
 namespace trainscope {
 namespace {
@@ -32,10 +34,23 @@ std::string WebhookBody(const RuleEventRecord& e) {
 
 ActionDispatcher::ActionDispatcher(ActionDispatcherOptions options) : options_(std::move(options)) {
   if (!options_.clock) options_.clock = [] { return trainscope::NowMicros(); };
+  if (!options_.log) options_.log = [](std::string_view msg) { Log(LogLevel::kError, msg); };
+  failure_log_ = std::make_unique<LogRateLimiter>(
+      static_cast<int64_t>(std::max(0.0, options_.failure_log_interval_s) * 1e6), options_.clock);
   thread_ = std::thread([this] { Loop(); });
 }
 
 ActionDispatcher::~ActionDispatcher() { Stop(); }
+
+// Dispatcher thread: a failure's line, at the limiter's rate.
+void ActionDispatcher::LogFailure(const Item& item, const Status& st) {
+  const std::string what =
+      "rule " + item.event.rule + ": action " + std::string(ActionTypeName(item.action.type));
+  const LogRateLimiter::Verdict v = failure_log_->Admit(what);
+  if (!v.log) return;
+  options_.log(what + (v.total == 1 ? " failed: " : " failed again: ") + st.ToString() +
+               LogRateLimiter::Suffix(v));
+}
 
 bool ActionDispatcher::Dispatch(const RuleEventRecord& event, const ActionSpec& action,
                                 size_t action_index) {
@@ -72,12 +87,7 @@ void ActionDispatcher::Loop() {
     busy_ = true;
     lock.unlock();
     Status st = Run(item);
-    if (!st.ok()) {
-      LogOnce("rules-action-" + item.event.rule + std::string(ActionTypeName(item.action.type)),
-              LogLevel::kError,
-              "rule " + item.event.rule + ": action " +
-                  std::string(ActionTypeName(item.action.type)) + " failed: " + st.ToString());
-    }
+    if (!st.ok()) LogFailure(item, st);
     lock.lock();
     busy_ = false;
     (st.ok() ? stats_.done : stats_.failed)++;
@@ -116,7 +126,12 @@ void ActionDispatcher::Stop() {
     stop_ = true;
     cv_.notify_all();
   }
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    thread_.join();
+    for (const auto& [what, v] : failure_log_->TakeUnlogged()) {
+      options_.log(what + ": stopping" + LogRateLimiter::Suffix(v));
+    }
+  }
 }
 
 ActionStats ActionDispatcher::stats() const {

@@ -3,13 +3,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "trainscope/rules.h"
+#include "util/logging.h"
+#include "util/rate_limited_log.h"
 
 namespace trainscope {
 namespace {
@@ -127,6 +131,17 @@ TEST(RunCommand, TimeoutKillsAndExitCodeReported) {
   EXPECT_TRUE(RunCommand("read x; test \"$x\" = hello", "hello\n", 5000).ok());
 }
 
+TEST(RunCommand, ACommandThatDoesNotReadItsStdinIsNoSigpipe) {
+  // More than a pipe holds, to a command that exits at once: the write fails with EPIPE; the
+  // default SIGPIPE would end this process (the test binary, `trainscope watch`).
+  ::signal(SIGPIPE, SIG_DFL);
+  const std::string data(1 << 20, 'x');
+  for (int i = 0; i < 20; ++i) {
+    Status st = RunCommand("exit 0", data, 5000);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+}
+
 TEST(ActionDispatcher, RateLimitAndBoundedQueue) {
   int64_t now = 0;
   std::promise<void> release;
@@ -161,6 +176,76 @@ TEST(ActionDispatcher, RateLimitAndBoundedQueue) {
   release.set_value();
   d.Drain();
   EXPECT_EQ(static_cast<uint64_t>(stops), d.stats().done);
+}
+
+TEST(ActionDispatcher, FailuresAreLoggedWithARateLimitNotOnlyOnce) {
+  int64_t now = 0;
+  std::vector<std::string> lines;
+  std::mutex lines_mu;
+  ActionDispatcherOptions o;
+  o.clock = [&] { return now; };
+  o.failure_log_interval_s = 60;
+  o.log = [&](std::string_view msg) {
+    std::lock_guard<std::mutex> lock(lines_mu);
+    lines.emplace_back(msg);
+  };
+  {
+    ActionDispatcher d(o);
+    ActionSpec a;
+    a.type = ActionType::kExec;
+    a.command = "exit 7";
+    a.timeout_ms = 5000;
+    a.min_interval_s = 0;
+    const RuleEventRecord e = Event();
+    auto fire = [&](int n) {
+      for (int i = 0; i < n; ++i) {
+        ASSERT_TRUE(d.Dispatch(e, a, 0));
+        d.Drain();
+      }
+    };
+    fire(5);  // the first failure is said at once, the next four within the minute are not
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_NE(lines[0].find("rule dead_loss: action exec failed: "), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("exited with 7"), std::string::npos) << lines[0];
+    now += 61'000'000;
+    fire(1);  // a minute later: one line with what was left unsaid
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_NE(lines[1].find("failed again"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find("4 failures not logged"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find("6 in all"), std::string::npos) << lines[1];
+    fire(3);
+    EXPECT_EQ(lines.size(), 2u);
+    EXPECT_EQ(d.stats().failed, 9u);
+  }  // Stop(): the failures never said are summed up
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[2].find("3 failures not logged"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[2].find("9 in all"), std::string::npos) << lines[2];
+}
+
+TEST(LogRateLimiter, FirstAtOnceThenOnePerIntervalWithTheCount) {
+  int64_t now = 0;
+  LogRateLimiter limiter(10'000'000, [&] { return now; });
+  auto a = limiter.Admit("a");
+  EXPECT_TRUE(a.log);
+  EXPECT_EQ(a.total, 1u);
+  EXPECT_FALSE(limiter.Admit("a").log);
+  EXPECT_TRUE(limiter.Admit("b").log);  // keys are independent
+  now = 9'999'999;
+  EXPECT_FALSE(limiter.Admit("a").log);
+  now = 10'000'000;
+  a = limiter.Admit("a");
+  EXPECT_TRUE(a.log);
+  EXPECT_EQ(a.suppressed, 2u);
+  EXPECT_EQ(a.total, 4u);
+  EXPECT_EQ(LogRateLimiter::Suffix(a), " (2 failures not logged since the last message, 4 in all)");
+  EXPECT_FALSE(limiter.Admit("a").log);
+  auto pending = limiter.TakeUnlogged();
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].first, "a");
+  EXPECT_EQ(pending[0].second.suppressed, 1u);
+  EXPECT_EQ(LogRateLimiter::Suffix(pending[0].second),
+            " (1 failure not logged since the last message, 5 in all)");
+  EXPECT_TRUE(limiter.TakeUnlogged().empty());
 }
 
 }  // namespace

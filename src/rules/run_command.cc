@@ -1,5 +1,6 @@
 // RunCommand: fork/exec `/bin/sh -c command` with data on stdin, a timeout, and reaping.
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,41 @@
 #include "trainscope/rules.h"
 
 namespace trainscope {
+namespace {
+
+// Writing to a command that exits without reading its stdin raises SIGPIPE, whose default
+// action ends the whole process (`trainscope watch`, or a training whose rules run in-process
+// outside Python, which ignores SIGPIPE). While this lives, SIGPIPE is blocked in this thread,
+// writes fail with EPIPE instead, and a SIGPIPE they raised is consumed before unblocking.
+class ScopedSigpipeBlock {
+ public:
+  ScopedSigpipeBlock() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~ScopedSigpipeBlock() {
+    sigset_t pending;
+    if (!was_pending_ && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec zero = {0, 0};
+      while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  ScopedSigpipeBlock(const ScopedSigpipeBlock&) = delete;
+  ScopedSigpipeBlock& operator=(const ScopedSigpipeBlock&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+  bool was_pending_ = false;
+};
+
+}  // namespace
 
 Status RunCommand(const std::string& command, const std::string& stdin_data, int64_t timeout_ms) {
   int fds[2];
@@ -34,6 +70,7 @@ Status RunCommand(const std::string& command, const std::string& stdin_data, int
   // Write stdin without blocking forever: non-blocking, give up on what does not fit.
   ::fcntl(fds[1], F_SETFL, O_NONBLOCK);
   size_t off = 0;
+  const ScopedSigpipeBlock no_sigpipe;
   auto start = std::chrono::steady_clock::now();
   auto elapsed_ms = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -

@@ -46,14 +46,16 @@ Response Error(int status, const std::string& msg) {
 }
 
 // The methods a resource answers: anything else (BREW, DELETE...) gets 405 with Allow.
-constexpr const char* kRead = "GET, HEAD";
-constexpr const char* kPostOnly = "POST";
+enum class Methods { kRead, kPostOnly };
+constexpr Methods kRead = Methods::kRead;
+constexpr Methods kPostOnly = Methods::kPostOnly;
 
-bool Allowed(const Request& req, const char* allow) {
-  return allow == kPostOnly ? req.method == "POST" : req.method == "GET" || req.method == "HEAD";
+bool Allowed(const Request& req, Methods m) {
+  return m == kPostOnly ? req.method == "POST" : req.method == "GET" || req.method == "HEAD";
 }
 
-Response NotAllowed(const char* allow) {
+Response NotAllowed(Methods m) {
+  const char* allow = m == kPostOnly ? "POST" : "GET, HEAD";
   Response r = Error(405, std::string("method not allowed; allowed: ") + allow);
   r.headers.emplace_back("Allow", allow);
   return r;
@@ -115,6 +117,9 @@ class DashboardServer::Impl {
     so.port = options_.security.port;
     so.max_connections = options_.max_connections;
     so.max_connections_per_client = options_.max_connections_per_client;
+    // The only body is a stop request's reason: a small limit keeps what unauthenticated
+    // clients can make the server hold small (max_connections x (head + body)).
+    so.max_body_bytes = 16 << 10;
     auto s = http::Server::Start(so, [this](const Request& r) { return Handle(r); });
     if (!s.ok()) return s.status();
     server_ = std::move(*s);
@@ -133,8 +138,10 @@ class DashboardServer::Impl {
  private:
   Response Handle(const Request& req) {
     const std::string& path = req.path;
-    if (path == "/healthz") return Allowed(req, kRead) ? Response::Text(200, "ok\n") : NotAllowed(kRead);
-    if (path == "/favicon.ico") return Allowed(req, kRead) ? Response::Text(204, "") : NotAllowed(kRead);
+    if (path == "/healthz" || path == "/favicon.ico") {
+      if (!Allowed(req, kRead)) return NotAllowed(kRead);
+      return path == "/healthz" ? Response::Text(200, "ok\n") : Response::Text(204, "");
+    }
     // Without a token only loopback Host names are answered (DNS rebinding).
     if (options_.security.token.empty() && !server::LoopbackHostHeader(req)) {
       return Error(403, "Host header is not a loopback name; use a token to serve other hosts");
@@ -338,6 +345,7 @@ class MetricsServer::Impl {
     so.host = options_.host;
     so.port = options_.port;
     so.max_connections = 16;
+    so.max_body_bytes = 0;  // GET only
     auto s = http::Server::Start(so, [this](const Request& r) { return Handle(r); });
     if (!s.ok()) return s.status();
     server_ = std::move(*s);

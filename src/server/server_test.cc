@@ -586,7 +586,7 @@ TEST(HttpServer, BusyConnectionsAreNotEvictedAndTheCapAnswers503) {
 TEST(HttpServer, StopCompletesWithHungClients) {
   http::ServerOptions o;
   auto s = http::Server::Start(o, [](const http::Request&) {
-    return http::Response::Text(200, std::string(32 << 20, 'x'));  // more than socket buffers
+    return http::Response::Text(200, std::string(16 << 20, 'x'));  // more than socket buffers
   });
   ASSERT_TRUE(s.ok());
   const int port = (*s)->port();

@@ -372,6 +372,47 @@ TEST_F(CorruptionTest, UnreadableSegmentIsCountedNotPassedOver) {
   EXPECT_EQ((*r)->Scalar("losses/loss").size(), 1u);  // the other segment is still read
 }
 
+// Fails listing one directory, as a directory without read permission would for a non-root
+// user (a stream written by another user on a shared file system); `after` lists succeed first.
+class UnlistableDirEnv : public Env {
+ public:
+  UnlistableDirEnv(std::string path, int after) : path_(std::move(path)), after_(after) {}
+  Result<std::vector<std::string>> ListDir(const std::string& path) override {
+    if (path == path_ && after_-- <= 0) return Status::IOError(path + ": Permission denied");
+    return Env::ListDir(path);
+  }
+
+ private:
+  std::string path_;
+  int after_;
+};
+
+TEST_F(CorruptionTest, AStreamDirectoryThatCannotBeListedIsCountedNotPassedOver) {
+  Write(10);
+  std::filesystem::create_directories(tmp_ / "worker-1");
+  UnlistableDirEnv env(tmp_ / "worker-1", 0);
+  auto r = RunReader::Open(tmp_.path(), nullptr, &env);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE((*r)->Refresh().ok());  // said once, not at every refresh
+  stats_ = (*r)->stats();
+  EXPECT_EQ(stats_.unreadable_files, 1u);
+  EXPECT_TRUE(ProblemMentions("worker-1: Permission denied")) << stats_.problems.size();
+  EXPECT_EQ((*r)->Scalar("losses/loss").size(), 10u);  // worker-0 is still read
+}
+
+TEST_F(CorruptionTest, AKnownStreamThatCannotBeListedAnyMoreIsSaidOnce) {
+  Write(10);
+  UnlistableDirEnv env(tmp_ / "worker-0", 2);  // found and read, then refused
+  auto r = RunReader::Open(tmp_.path(), nullptr, &env);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE((*r)->Refresh().ok());
+  ASSERT_TRUE((*r)->Refresh().ok());
+  stats_ = (*r)->stats();
+  EXPECT_EQ(stats_.unreadable_files, 1u);
+  EXPECT_TRUE(ProblemMentions("worker-0: Permission denied"));
+  EXPECT_EQ((*r)->Scalar("losses/loss").size(), 10u);  // what was read stays
+}
+
 TEST_F(CorruptionTest, FifoInPlaceOfASegmentOrTheLockIsRefusedNotWaitedFor) {
   Write(10);
   ASSERT_EQ(::mkfifo((tmp_ / "worker-0/seg-00000001.tsseg").c_str(), 0644), 0);

@@ -63,6 +63,7 @@ struct StreamState {
   std::vector<SegmentState> segments;
   bool ended = false;
   bool lock_reported = false;
+  bool list_reported = false;  // its directory could not be listed (said once)
   std::vector<SummaryRecord> summaries;
   std::vector<ScalarRecord> scalars;
   std::vector<StepRecord> steps;
@@ -116,7 +117,13 @@ class RunReader::Impl {
         continue;
       // A stream directory holds segments or a LOCK file.
       auto files = env->ListDir(sdir);
-      if (!files.ok()) continue;
+      if (!files.ok()) {  // perhaps a stream nobody can read: never passed over in silence
+        if (unlistable_.insert(n).second) {
+          ++stats_.unreadable_files;
+          Problem(files.status().message() + " — directory not read (a stream in it is lost)");
+        }
+        continue;
+      }
       bool is_stream = false;
       for (const auto& f : *files) {
         uint64_t seq;
@@ -176,7 +183,14 @@ class RunReader::Impl {
 
   void RefreshStream(StreamState* s) {
     auto files = env_->ListDir(s->dir);
-    if (!files.ok()) return;
+    if (!files.ok()) {
+      if (!s->list_reported) {
+        s->list_reported = true;
+        ++stats_.unreadable_files;
+        Problem(files.status().message() + " — stream no longer read (what was read stays)");
+      }
+      return;
+    }
     for (const auto& f : *files) {
       uint64_t seq;
       if (!ParseSegmentFileName(f, &seq)) continue;
@@ -472,6 +486,7 @@ class RunReader::Impl {
   RunManifest manifest_;
   Status manifest_status_ = Status::NotFound("run.json not read yet");
   std::map<std::string, StreamState> streams_;
+  std::set<std::string> unlistable_;  // run subdirectories that could not be listed (said once)
   std::map<std::string, uint64_t> bytes_;
   ReadStats stats_;
 };

@@ -159,3 +159,13 @@ def test_register_module_twice_counts_each_step_once(run_dir, tiny, caplog):
     steps, losses = run.scalar("losses/loss")
     assert list(steps) == list(range(20))
     assert len(run.step_records()) == 20
+
+
+def test_watch_takes_one_rule_name_alone(run_dir, tiny):
+    model, opt, crit, batches = tiny
+    with _hook(run_dir, save_interval=5) as hook:
+        hook.register_module(model)
+        crit = hook.register_loss(crit)
+        train(hook, model, opt, crit, batches, steps=10)
+    statuses = ts.watch(run_dir, rules="loss_not_decreasing", timeout_s=60)
+    assert list(statuses) == ["loss_not_decreasing"], statuses

@@ -229,6 +229,29 @@ def test_a_fifo_in_the_run_blocks_nothing(tmp_path, where):
     assert "not a regular file" in p.stdout
 
 
+@pytest.mark.parametrize("name", ["functions-worker-0.json", "trace-worker-0.json"])
+def test_a_fifo_named_like_a_profile_file_blocks_nothing(tmp_path, name):
+    """RUN/profile/*.json are read with the same checks as the other run files: a FIFO (or
+    anything that is not a regular file) is skipped with a warning naming it."""
+    d = str(tmp_path / "run")
+    write_base_run(d)
+    os.makedirs(os.path.join(d, "profile"), exist_ok=True)
+    os.mkfifo(os.path.join(d, "profile", name))
+    for args in (["report", d, "--no-history", "--out", str(tmp_path / "r.html")],
+                 ["report", d, "--no-history", "--json", "--out", str(tmp_path / "r2.html")],
+                 ["show", d, "--history", str(tmp_path / "h.db")],
+                 ["export", "chrome-trace", d, str(tmp_path / "t.json")]):
+        try:
+            r = run_cli(*args)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"trainscope {' '.join(args[:2])} blocked on the FIFO profile/{name}")
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+        if args[0] != "show":
+            assert "not a regular file" in r.stderr and name in r.stderr, (args, r.stderr)
+        if "--json" in args:  # the report links no trace that is not a file
+            assert "profile/" + name not in r.stdout, r.stdout
+
+
 # ---- finding 5: verify and inspect never say OK about what they could not read ---------------
 
 def test_verify_fails_on_an_unreadable_segment(tmp_path):

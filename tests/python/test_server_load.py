@@ -168,3 +168,11 @@ def test_slow_clients_do_not_keep_fast_ones_out_and_sigterm_stops(runs):
             serve.wait()
         for c in slow:
             c.join(timeout=10)
+
+
+@pytest.mark.parametrize("token", [" ", "short-token"])
+def test_serve_beyond_loopback_needs_a_token_of_16_characters(tmp_path, token):
+    r = subprocess.run([_bin(), "serve", str(tmp_path), "--host", "0.0.0.0", "--port", "0",
+                        "--token", token], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert "16" in r.stderr and "token" in r.stderr, r.stderr
