@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "child_process.h"
+#include "oom_count.h"
 #include "command.h"
 #include "run_status_line.h"
 #include "trainscope/reader.h"
@@ -166,6 +167,7 @@ int Run(Context& ctx) {
   Writer& w = **writer;
 
   InstallForwardingHandlers();
+  const int64_t oom_before = OomKillCount();
   ChildProcess child;
   if (!child.Start(command, {{"TRAINSCOPE_RUN_DIR", out}, {"TRAINSCOPE_MONITORED", "1"}}, &error)) {
     ctx.err << "trainscope run: " << error << "\n";
@@ -266,12 +268,23 @@ int Run(Context& ctx) {
   if (sampler.ok()) (*sampler)->Stop();
   if (runner) runner->Stop(/*finish=*/true);
   int code = child.exit_code();
-  w.AddEvent({"child_exited", NowMicros(),
-              nlohmann::json{{"exit_code", code},
-                             {"duration_s", (NowMicros() - started_us) / 1e6},
-                             {"stopped_by_rule", stop_fired.load()}}
-                  .dump()});
+  // A SIGKILL trainscope did not send, while the kernel's OOM killer killed: out of memory.
+  const int64_t oom_after = OomKillCount();
+  const bool oom_killed = code == 128 + SIGKILL && !killed && oom_before >= 0 &&
+                          oom_after > oom_before;
+  nlohmann::json exited{{"exit_code", code},
+                        {"duration_s", (NowMicros() - started_us) / 1e6},
+                        {"stopped_by_rule", stop_fired.load()}};
+  if (code > 128) exited["signal"] = code - 128;
+  if (oom_killed) exited["oom_killed"] = true;
+  w.AddEvent({"child_exited", NowMicros(), exited.dump()});
   w.Close();
+  if (oom_killed) {
+    ctx.err << "trainscope: the training was killed by the kernel's OOM killer (out of memory; "
+               "oom_kill "
+            << oom_before << " -> " << oom_after << "). The memory curve before it: trainscope "
+            << "report " << out << "\n";
+  }
   if (!quiet) {
     ctx.err << "trainscope: run recorded in " << out << " (exit status " << code
             << "). Next: trainscope report " << out << "\n";
