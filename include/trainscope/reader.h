@@ -57,6 +57,8 @@ struct ReadStats {
   uint64_t unreadable_files = 0;      // segments and LOCK files that could not be read (I/O
                                       // error, or not a regular file: a FIFO, a device...)
   uint64_t duplicate_segments = 0;    // copies of another segment of the stream (skipped)
+  uint64_t journal_records = 0;       // recovered from crash journals: steps and scalars of a
+                                      // writer that died before they reached a segment
   // Human-readable, with file and byte offset (each list capped). Problems are damage: what
   // the counters above count, and a run.json that cannot be read. Warnings are what a crash
   // leaves behind (torn tails) and oddities that lose nothing (a renamed segment).
@@ -98,10 +100,12 @@ class RunReader {
   // its writer is gone. False while there is no stream yet.
   bool Ended() const;
 
-  // Names of tensors with summaries or raw data; filters: collection = the part before the
-  // first '/', regex = ECMAScript regex searched in the full name (std::regex_search).
+  // Names of tensors with summaries or raw data (and, with `scalars`, of scalar series such as
+  // "losses/loss" too); filters: collection = the part before the first '/', regex =
+  // ECMAScript regex searched in the full name (std::regex_search).
   std::vector<std::string> TensorNames(const std::string& collection = "",
-                                       const std::string& regex = "") const;
+                                       const std::string& regex = "",
+                                       bool scalars = false) const;
   std::vector<std::string> ScalarNames() const;
   // Steps at which anything was recorded (kGlobal: all modes); sorted, unique.
   std::vector<int64_t> Steps(Mode mode = Mode::kGlobal, const std::string& worker = "") const;

@@ -248,6 +248,8 @@ struct RunAnalysis {
   std::vector<Finding> findings;  // severity, then time
   std::vector<std::string> rules_fired;
   std::vector<std::string> rules_clean;  // rules that reported NoIssuesFound only
+  // Rules whose final status is NoData (never evaluated anything), with the reason they gave.
+  std::vector<std::pair<std::string, std::string>> rules_no_data;
   std::vector<SystemStat> system;
   CostAnalysis cost;
   std::vector<Advice> advice;

@@ -390,7 +390,8 @@ struct RuleRunnerOptions {
 };
 
 // Owns a RecordSource, a RuleEngine, an ActionDispatcher and one thread that refreshes every
-// poll_ms (waiting on a condition variable, so Stop() is immediate), evaluates and emits.
+// poll_ms, or at once when Wake() says new data was written (waiting on a condition variable,
+// so Stop() and Wake() are immediate), evaluates and emits.
 // When the source reports Ended() it finishes the engine (final statuses) and the thread exits.
 class RuleRunner {
  public:
@@ -399,6 +400,9 @@ class RuleRunner {
   // Stops the thread. finish=true first reads what is left and emits final statuses (call it
   // before closing the Writer the sink writes to). Runs queued actions, joins. Idempotent.
   void Stop(bool finish = true);
+  // New data was written (the Writer's flush listener in-process): refresh now rather than at
+  // the next poll. Cheap, never blocks on the runner's work; any thread.
+  void Wake();
   // Blocks until the run ended and final statuses were emitted, or timeout_ms passed (-1:
   // forever). Returns true when finished.
   bool WaitFinished(int64_t timeout_ms = -1);
@@ -419,6 +423,7 @@ class RuleRunner {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool woken_ = false;
   bool finish_on_stop_ = true;
   bool finished_ = false;
   bool joined_ = false;

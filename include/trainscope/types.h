@@ -142,6 +142,7 @@ enum class RuleStatus : uint8_t {
   kIssuesFound = 2,
   kError = 3,
   kWarning = 4,  // an event that does not change the status (e.g. "pattern matches nothing")
+  kNoData = 5,   // the run ended and the rule never evaluated anything (message says why)
 };
 std::string_view RuleStatusName(RuleStatus s);  // "InProgress", "NoIssuesFound", ...
 std::optional<RuleStatus> ParseRuleStatus(std::string_view name);

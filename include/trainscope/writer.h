@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -65,6 +66,13 @@ class Writer {
   // Blocks until every record added before the call is written and flushed (not synced unless
   // sync_on_flush). Not for the training thread's hot path; fine at checkpoints and close.
   void Flush();
+  // Asks the writer thread to write out everything added so far, without waiting (a commit of
+  // a burst of records whose reader wants them now, e.g. in-process rules).
+  void FlushAsync();
+  // Called on the writer thread after each write that put bytes into a segment (nullptr: none).
+  // Must be cheap and must not call back into this Writer. Once SetFlushListener returns, the
+  // previous listener is not running and will not be called again.
+  void SetFlushListener(std::function<void()> listener);
   // Drains, writes footers, records final WriterStats, joins the thread. Idempotent. Returns
   // the first I/O error seen (records after it were dropped and counted).
   Status Close();

@@ -47,14 +47,15 @@ void InitReader(py::module_& m) {
       .def("ended", [](PyReader& r) { return r.reader->Ended(); })
       .def(
           "tensor_names",
-          [](PyReader& r, const std::string& collection, const std::string& regex) {
+          [](PyReader& r, const std::string& collection, const std::string& regex,
+             bool scalars) {
             try {
-              return r.reader->TensorNames(collection, regex);
+              return r.reader->TensorNames(collection, regex, scalars);
             } catch (const std::regex_error& e) {
               throw py::value_error("bad regex '" + regex + "': " + e.what());
             }
           },
-          py::arg("collection") = "", py::arg("regex") = "")
+          py::arg("collection") = "", py::arg("regex") = "", py::arg("scalars") = false)
       .def("scalar_names", [](PyReader& r) { return r.reader->ScalarNames(); })
       .def(
           "steps",
@@ -200,6 +201,7 @@ void InitReader(py::module_& m) {
         d["undecodable_records"] = s.undecodable_records;
         d["unreadable_files"] = s.unreadable_files;
         d["duplicate_segments"] = s.duplicate_segments;
+        d["journal_records"] = s.journal_records;
         d["problems"] = s.problems;
         d["warnings"] = s.warnings;
         const Status& ms = r.reader->manifest_status();

@@ -14,7 +14,7 @@ namespace {
 
 struct StopState {
   std::mutex mu;
-  bool requested = false;
+  std::atomic<bool> requested{false};  // read without the lock by stop_requested()
   std::string reason;
 };
 
@@ -22,6 +22,12 @@ struct PyRuleRunner {
   std::shared_ptr<Writer> writer;
   std::shared_ptr<StopState> stop = std::make_shared<StopState>();
   std::unique_ptr<RuleRunner> runner;
+  bool listening = false;  // the writer wakes the runner after each write
+  void Unlisten() {
+    if (listening && writer) writer->SetFlushListener(nullptr);
+    listening = false;
+  }
+  ~PyRuleRunner() { Unlisten(); }
 };
 
 std::vector<RuleConfig> ParseConfig(const std::string& json) {
@@ -126,7 +132,8 @@ void InitRules(py::module_& m) {
                            "Evaluates rules on a run directory on a background thread.")
       .def(py::init([](const std::string& run_dir, const std::string& config_json, PyWriter& writer,
                        const std::vector<std::string>& streams, int64_t poll_ms,
-                       const std::string& requested_by, bool stop_flag, int64_t idle_flush_ms) {
+                       const std::string& requested_by, bool stop_flag, int64_t idle_flush_ms,
+                       bool wake_on_write) {
              auto out = std::make_unique<PyRuleRunner>();
              out->writer = writer.writer;
              if (!out->writer) throw py::value_error("trainscope: writer is closed");
@@ -141,9 +148,9 @@ void InitRules(py::module_& m) {
                std::shared_ptr<StopState> st = out->stop;
                o.stop_training = [st](const RuleEventRecord& e) {
                  std::lock_guard<std::mutex> lock(st->mu);
-                 if (!st->requested) {
-                   st->requested = true;
+                 if (!st->requested.load()) {
                    st->reason = e.rule + ": " + e.message;
+                   st->requested.store(true, std::memory_order_release);
                  }
                };
              }
@@ -157,16 +164,24 @@ void InitRules(py::module_& m) {
              }();
              if (!r.ok()) ThrowStatus(r.status());
              out->runner = std::move(r).value();
+             if (wake_on_write) {
+               // The stream it reads is the one this writer writes: refresh after each write
+               // instead of polling (a firing reaches the hook within milliseconds).
+               RuleRunner* runner = out->runner.get();
+               out->writer->SetFlushListener([runner] { runner->Wake(); });
+               out->listening = true;
+             }
              return out;
            }),
            py::arg("run_dir"), py::arg("config_json"), py::arg("writer"),
            py::arg("streams") = std::vector<std::string>{}, py::arg("poll_ms") = 100,
            py::arg("requested_by") = "rules", py::arg("stop_flag") = true,
-           py::arg("idle_flush_ms") = 1000)
+           py::arg("idle_flush_ms") = 1000, py::arg("wake_on_write") = false)
       .def(
           "stop",
           [](PyRuleRunner& r, bool finish) {
             py::gil_scoped_release release;
+            r.Unlisten();
             r.runner->Stop(finish);
           },
           py::arg("finish") = true)
@@ -202,10 +217,7 @@ void InitRules(py::module_& m) {
            })
       .def("last_error", [](PyRuleRunner& r) { return r.runner->last_error(); })
       .def("stop_requested",
-           [](PyRuleRunner& r) {
-             std::lock_guard<std::mutex> lock(r.stop->mu);
-             return r.stop->requested;
-           })
+           [](PyRuleRunner& r) { return r.stop->requested.load(std::memory_order_acquire); })
       .def("stop_reason", [](PyRuleRunner& r) {
         std::lock_guard<std::mutex> lock(r.stop->mu);
         return r.stop->reason;

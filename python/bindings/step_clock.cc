@@ -29,6 +29,7 @@
 #include <structmember.h>
 #include <time.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -79,6 +80,7 @@ struct Strings {  // interned attribute and method names
   PyObject* slow_begin_save;
   PyObject* slow_loss_next;
   PyObject* slow_loss;
+  PyObject* slow_nonfinite_loss;
   PyObject* slow_opt_flush;
   PyObject* slow_grads;
   PyObject* queue_backward_end;
@@ -117,6 +119,7 @@ bool InitStrings() {
       {&S.slow_begin_save, "_slow_begin_save"},
       {&S.slow_loss_next, "_slow_loss_next"},
       {&S.slow_loss, "_slow_loss"},
+      {&S.slow_nonfinite_loss, "_slow_nonfinite_loss"},
       {&S.slow_opt_flush, "_slow_opt_flush"},
       {&S.slow_grads, "_slow_grads"},
       {&S.queue_backward_end, "_queue_backward_end"},
@@ -189,6 +192,7 @@ struct Clock {
   char timing;          // accumulate the time spent in the callbacks into self_ns
   char in_compiled;     // a call into the hook made while a torch.compile'd function runs
   char forward_done;    // the open step's model forward has returned (Hook.state_dict)
+  char nonfinite_stop;  // a rule stops on a non-finite loss: tell Hook._slow_nonfinite_loss
 
   long long next_stop_check_ns;
   long long stop_check_ns;
@@ -313,6 +317,17 @@ bool SlowMode(Clock* c, const char* where, PyObject* name) {
   return ok;
 }
 
+// The stream's crash journal when one is open (PyWriter::journal): each step record and scalar
+// goes there as it is recorded, so a SIGKILL loses at most the open step.
+Journal* JournalOf(Clock* c) {
+  const std::shared_ptr<PyWriter>& w = *c->writer;
+  return w ? w->journal.get() : nullptr;
+}
+
+void JournalScalar(Clock* c, const ScalarRecord& r) {
+  if (Journal* j = JournalOf(c)) j->PutScalar(j->NameId(r.name), r);
+}
+
 // ---- step machinery (Hook._close_step, _advance, _open_step) ------------------------------
 bool CloseStep(Clock* c, int64_t now_us, const char* where) {
   if (!c->open) return true;
@@ -330,6 +345,7 @@ bool CloseStep(Clock* c, int64_t now_us, const char* where) {
     r.forward_us = c->fwd_ns >= 0 ? c->fwd_ns / 1000 : -1;
     r.backward_us = c->bwd_ns >= 0 ? c->bwd_ns / 1000 : -1;
     r.optimizer_us = c->opt_ns >= 0 ? c->opt_ns / 1000 : -1;
+    if (Journal* j = JournalOf(c)) j->PutStep(r);
     c->pending->emplace_back(r);
   }
   c->data_wait_us = c->fwd_ns = c->bwd_ns = c->opt_ns = -1;
@@ -525,6 +541,7 @@ void PendScalarRecord(Clock* c, const std::string& name, double value) {
   r.mode_step = c->mode_steps[c->mode];
   r.value = value;
   r.wall_us = WallUs();
+  JournalScalar(c, r);
   c->pending->emplace_back(std::move(r));
 }
 
@@ -615,6 +632,14 @@ PyObject* Loss(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     }
     LossSlot& slot = (*c->loss_names)[static_cast<size_t>(idx)];
     PendScalarRecord(c, slot.name, StepMean(c, slot, value));
+    // A NaN stops the same step: one compare on the value just read (normal steps pay no more).
+    if (c->nonfinite_stop && !std::isfinite(value)) {
+      PyObject* v = PyFloat_FromDouble(value);
+      bool ok = v != nullptr ? Slow(c, "loss", S.slow_nonfinite_loss, args[0], v)
+                             : Absorb(c, "loss");
+      Py_XDECREF(v);
+      if (!ok) return nullptr;
+    }
     Py_RETURN_NONE;
   }
   if (numel == 1 && Py_TYPE(out) == reinterpret_cast<PyTypeObject*>(c->tensor_type)) {
@@ -884,6 +909,7 @@ PyObject* PendScalar(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   r.mode_step = ms;
   r.value = v;
   r.wall_us = wall;
+  JournalScalar(c, r);
   c->pending->emplace_back(std::move(r));
   Py_RETURN_NONE;
 }
@@ -1496,6 +1522,7 @@ PyMemberDef kClockMembers[] = {
     TS_MEMBER(raise_stop, T_BOOL, "call Hook._maybe_raise_stop at each step start"),
     TS_MEMBER(loss_on_device, T_BOOL, "losses always take the device path"),
     TS_MEMBER(timing, T_BOOL, "accumulate callback time into self_ns"),
+    TS_MEMBER(nonfinite_stop, T_BOOL, "call Hook._slow_nonfinite_loss on a NaN/Inf CPU loss"),
     TS_MEMBER(next_stop_check_ns, T_LONGLONG, "monotonic ns of the next stop check"),
     TS_MEMBER(stop_check_ns, T_LONGLONG, "interval of stop checks"),
     TS_MEMBER(profile_start_step, T_LONGLONG, "global step the profiling window opens (-1)"),

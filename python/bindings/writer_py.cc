@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "stats_py.h"
+#include "store/fatal_signals.h"
 #include "trainscope/stats.h"
 
 namespace trainscope::pyb {
@@ -59,6 +60,7 @@ size_t PyWriter::Commit() {
   if (!writer) return 0;
   size_t ok = 0;
   for (auto& r : batch) ok += AddTo(*writer, std::move(r)) ? 1 : 0;
+  if (flush_on_commit && !batch.empty()) writer->FlushAsync();
   return ok;
 }
 
@@ -138,6 +140,7 @@ void InitWriter(py::module_& m) {
             r.mode_step = mode_step;
             r.value = value;
             r.wall_us = WallOr(wall_us);
+            if (w.journal) w.journal->PutScalar(w.journal->NameId(r.name), r);  // GIL held
             return w.Put(std::move(r));
           },
           py::arg("name"), py::arg("step"), py::arg("mode"), py::arg("mode_step"), py::arg("value"),
@@ -326,6 +329,7 @@ void InitWriter(py::module_& m) {
             r.forward_us = forward_us;
             r.backward_us = backward_us;
             r.optimizer_us = optimizer_us;
+            if (w.journal) w.journal->PutStep(r);  // GIL held
             return w.Put(std::move(r));
           },
           py::arg("step"), py::arg("mode"), py::arg("mode_step"), py::arg("start_us"),
@@ -391,15 +395,36 @@ void InitWriter(py::module_& m) {
             if (!w.writer) return py::none();
             std::shared_ptr<Writer> writer = w.writer;
             Status s;
+            std::unique_ptr<Journal> journal = std::move(w.journal);  // under the GIL
             {
               py::gil_scoped_release release;
               w.Commit();
               s = writer->Close();
+              // Every journaled record is in a segment now, unless some were dropped (a full
+              // disk): then the journal keeps the newest of them for readers.
+              if (journal && s.ok() && writer->stats().records_dropped == 0) journal->Remove();
+              journal.reset();
             }
             if (!s.ok()) return py::str(s.ToString());
             return py::none();
           },
           "Drains and closes (idempotent). Returns None, or the first I/O error as a string.")
+      .def(
+          "open_journal",
+          [](PyWriter& w, uint32_t slots, bool fatal_signals) -> py::object {
+            auto j = Journal::Create(w.get().stream_dir(), slots);
+            if (!j.ok()) return py::str(j.status().ToString());
+            w.journal = std::move(j).value();
+            // A fatal signal notes the death in the journal, then the previous handler runs.
+            if (fatal_signals) {
+              InstallFatalSignalHandlers();
+              RegisterJournalForSignals(w.journal.get());
+            }
+            return py::none();
+          },
+          py::arg("slots") = journal::kDefaultSlots, py::arg("fatal_signals") = true,
+          "Opens the stream's crash journal (journal.tsj, docs/format.md §9): the step clock "
+          "puts each step record and loss there as it records them. None, or why not.")
       .def(
           "commit",
           [](PyWriter& w) {
@@ -421,6 +446,11 @@ void InitWriter(py::module_& m) {
             if (!on) w.Commit();
           },
           "Keep records added from Python until commit() (fewer writer wake-ups).")
+      .def_property(
+          "flush_on_commit", [](PyWriter& w) { return w.flush_on_commit.load(); },
+          [](PyWriter& w, bool on) { w.flush_on_commit = on; },
+          "commit() also asks the writer thread to write out at once (in-process rules read "
+          "what was committed within milliseconds instead of at the next flush tick).")
       .def("stats", [](PyWriter& w) { return WriterStatsToDict(w.get().stats()); })
       .def_property_readonly("stream_dir", [](PyWriter& w) { return w.get().stream_dir(); });
 }

@@ -2,12 +2,14 @@
 // write into the same stream as the hook.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <variant>
 #include <vector>
 
 #include "py_common.h"
+#include "store/journal.h"
 #include "trainscope/writer.h"
 
 namespace trainscope::pyb {
@@ -21,10 +23,14 @@ struct PyWriter {
       std::variant<ScalarRecord, SummaryRecord, RawTensorRecord, StepRecord, EventRecord>;
   std::shared_ptr<Writer> writer;
   bool staging = false;
+  std::atomic<bool> flush_on_commit{false};  // commit() also asks the writer to write out now
   size_t staged_bytes = 0;
   size_t max_staged_bytes = 16u << 20;  // raw tensors: commit early past this
   std::mutex mu;
   std::vector<Staged> staged;
+  // The crash journal of the stream (open_journal()): the step clock puts each step record and
+  // loss there as it records them, under the GIL. Null when not opened or it failed.
+  std::unique_ptr<Journal> journal;
 
   Writer& get() const;  // throws ValueError once closed
   // Stages (staging on) or adds the record. Returns what Add* returned (true when staged).

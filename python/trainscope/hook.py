@@ -36,6 +36,7 @@ import atexit
 import functools
 import json
 import logging
+import math
 import os
 import socket
 import sys
@@ -476,6 +477,14 @@ class Hook:
         opts.update(writer_options)
         self._writer = _core.Writer(self.out_dir, self.worker, **opts)
         self._writer.staging = True  # handed over in bursts: see _commit()
+        # Crash journal: step records and losses survive a SIGKILL from the moment they are
+        # recorded (docs/format.md §9); without it a crash loses what was not flushed yet.
+        err = self._writer.open_journal()
+        if err:
+            self._warn_once("journal", f"trainscope: no crash journal ({err}); a crash loses "
+                            "the records of the last ~0.4 s")
+        # In-process built-in rules are woken by each write: a commit is written at once.
+        self._writer.flush_on_commit = bool(self._builtin_rules)
         self._clock.set_writer(self._writer)
         self._writer.add_event("run_start", json.dumps({
             "worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(),
@@ -499,6 +508,12 @@ class Hook:
             self._fail("committer", e)
             self._writer.staging = False
         if self._builtin_rules:
+            try:
+                from . import rules as _rules
+                self._nonfinite_stops = _rules.nonfinite_stops(self._builtin_rules)
+                self._clock.nonfinite_stop = bool(self._nonfinite_stops)
+            except Exception as e:
+                self._fail("rules", e)
             try:
                 from . import _distributed
                 from . import rules as _rules
@@ -781,8 +796,12 @@ class Hook:
         ask every step: the committer thread polls for stops (every 100 ms; 20 ms with rules),
         this only polls itself when that thread is not running or stops are to be checked
         more often (stop_check_interval_ms)."""
-        if self._stop_reason is None and (self._poll_often or not self._committing):
-            self._poll_stop()
+        if self._stop_reason is None:
+            r = self._rule_runner
+            if r is not None and r.stop_requested():  # an atomic load: a firing shows at once
+                self._request_stop_inprocess(r.stop_reason() or "rule stop_training action")
+            elif self._poll_often or not self._committing:
+                self._poll_stop()
         return self._stop_reason is not None
 
     _committing = False   # the committer thread runs: it commits and polls for stops
@@ -988,9 +1007,34 @@ class Hook:
             self._device_scalars.append((name, out.reshape(()), self.step_count, mode, ms))
             self._clock.dev_scalars = True
         else:
-            v = self._step_mean(name, self.step_count, mode,
-                                float(output.detach().float().mean()))
+            raw = float(output.detach().float().mean())
+            v = self._step_mean(name, self.step_count, mode, raw)
             self._clock.pend_scalar(name, self.step_count, int(mode), ms, v, _now_us())
+            if self._nonfinite_stops:
+                self._check_nonfinite(name, raw, self.step_count)
+
+    def _slow_nonfinite_loss(self, index: int, value: float) -> None:
+        """The clock read a NaN/Inf loss while a rule stops training on one
+        (clock.nonfinite_stop): stop at this step's boundary."""
+        self._check_nonfinite(self._loss_names[index], value, self.step_count)
+
+    _nonfinite_stops: list = []  # rules.NonfiniteStop of the rules that stop on a NaN loss
+
+    def _check_nonfinite(self, name: str, value: float, step: int) -> None:
+        if math.isfinite(value) or self._stop_reason is not None:
+            return
+        for ns in self._nonfinite_stops:
+            if ns.violated(name, value, step):
+                reason = f"{ns.rule_id}: {name} is {value} at step {step}"
+                try:
+                    if self._writer is not None:
+                        self._writer.add_event("nonfinite_loss_stop", json.dumps({
+                            "rule": ns.rule_id, "tensor": name, "value": str(value),
+                            "step": step}))
+                except Exception:
+                    pass
+                self._request_stop_inprocess(reason, source="rule")
+                return
 
     def _slow_dev_losses(self) -> None:
         """The clock kept 16 one-element device losses: start their copy to the host."""
@@ -1507,6 +1551,8 @@ class Hook:
     def _write_device_scalars(self, items, result) -> None:
         for (name, _, step, mode, ms), v in zip(items, result[1]):
             if name.startswith("losses/"):
+                if self._nonfinite_stops:  # a device loss: seen once its copy arrived
+                    self._check_nonfinite(name, float(v), step)
                 v = self._step_mean(name, step, mode, float(v))
             elif name == AMP_SKIPPED:  # a fused optimizer's found_inf, every step
                 v = 1.0 if v > 0 else 0.0

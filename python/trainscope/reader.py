@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from . import _core
-from ._dtypes import raw_to_numpy
+from ._dtypes import FLOAT64, raw_to_numpy
 from ._modes import Mode, NotFoundError
 
 
@@ -95,24 +95,26 @@ class Run:
         self._fresh()
         return [Mode(m) for m in self._r.modes()]
 
-    def tensor_names(self, collection: Optional[str] = None, regex: Optional[str] = None) -> List[str]:
-        """Names of tensors with summaries or raw data, optionally filtered by collection (the
-        part before '/') and a regex searched in the name."""
+    def tensor_names(self, collection: Optional[str] = None, regex: Optional[str] = None,
+                     scalars: bool = True) -> List[str]:
+        """Every recorded name, sorted: tensors with summaries or raw data and (unless
+        ``scalars=False``) scalar series such as "losses/loss", as smdebug's
+        ``trial.tensor_names()`` lists them. Filters: collection (the part before '/', e.g.
+        "losses", "gradients") and a regex searched in the name. ``run.tensor(name)`` opens
+        any of them; scalars also read as series with ``run.scalar(name)``."""
         self._fresh()
-        return self._r.tensor_names(collection or "", regex or "")
+        return self._r.tensor_names(collection or "", regex or "", bool(scalars))
 
     def scalar_names(self) -> List[str]:
         self._fresh()
         return self._r.scalar_names()
 
     def tensor(self, name: str, worker: Optional[str] = None) -> "Tensor":
-        """A tensor by full name ("gradients/fc1.weight"); NotFoundError when unknown."""
+        """A tensor by full name ("gradients/fc1.weight", or a scalar such as "losses/loss",
+        whose value at a step is a 0-d float64 array); NotFoundError when unknown."""
         self._fresh()
-        names = self._r.tensor_names("", "")
+        names = self._r.tensor_names("", "", True)
         if name not in names:
-            if name in self._r.scalar_names():
-                raise NotFoundError("tensor", name, names,
-                                    hint=f"{name!r} is a scalar: use run.scalar({name!r})")
             raise NotFoundError("tensor", name, names)
         return Tensor(self, name, worker)
 
@@ -240,10 +242,24 @@ class Tensor:
         self.run = run
         self.name = name
         self.worker = worker
+        # A scalar series ("losses/loss") read as a tensor of one element per step.
+        self._scalar = (name in run._r.scalar_names()
+                        and name not in run._r.tensor_names("", "", False))
+
+    def _scalar_value(self, step: int, mode) -> Optional[Tuple[dict, float, int]]:
+        d = self.run._r.scalar(self.name, _mode_arg(mode), self.worker or "")
+        hits = np.nonzero(d["steps"] == int(step))[0]
+        if len(hits) == 0:
+            return None
+        i = int(hits[-1])
+        return d, float(d["values"][i]), i
 
     def steps(self, mode=None) -> List[int]:
         """Global steps at which this tensor was saved (summary or raw)."""
         self.run._fresh()
+        if self._scalar:
+            d = self.run._r.scalar(self.name, _mode_arg(mode), self.worker or "")
+            return sorted({int(s) for s in d["steps"]})
         return self.run._r.tensor_steps(self.name, _mode_arg(mode), self.worker or "")
 
     def _missing_step(self, step: int, mode) -> NotFoundError:
@@ -253,6 +269,15 @@ class Tensor:
     def summary(self, step: int, mode=None) -> dict:
         """The summary record at `step`: name, step, mode, mode_step, dtype, shape, stats."""
         self.run._fresh()
+        if self._scalar:
+            hit = self._scalar_value(step, mode)
+            if hit is None:
+                raise self._missing_step(step, mode)
+            d, v, i = hit
+            st = _core.compute_stats(np.array([v], dtype=np.float64), FLOAT64)
+            return {"name": self.name, "step": int(step), "mode": Mode(int(d["modes"][i])),
+                    "mode_step": int(d["mode_steps"][i]), "shape": [], "stats": st,
+                    "wall_us": int(d["wall_us"][i])}
         s = self.run._r.summary(self.name, int(step), _mode_arg(mode), self.worker or "")
         if s is None:
             if self.has_raw(step, mode):
@@ -277,6 +302,8 @@ class Tensor:
         return r[name]
 
     def has_raw(self, step: int, mode=None) -> bool:
+        if self._scalar:
+            return self._scalar_value(step, mode) is not None
         return self.run._r.has_raw(self.name, int(step), _mode_arg(mode), self.worker or "")
 
     def value(self, step: int, mode=None, bf16: str = "float32") -> np.ndarray:
@@ -284,6 +311,11 @@ class Tensor:
         tensors only). bfloat16 comes back as float32 (exact) or, with bf16="uint16", as
         the raw bit patterns."""
         self.run._fresh()
+        if self._scalar:
+            hit = self._scalar_value(step, mode)
+            if hit is None:
+                raise self._missing_step(step, mode)
+            return np.array(hit[1], dtype=np.float64)
         raw = self.run._r.raw(self.name, int(step), _mode_arg(mode), self.worker or "")
         if raw is None:
             if self.run._r.summary(self.name, int(step), _mode_arg(mode), self.worker or ""):

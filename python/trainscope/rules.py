@@ -30,6 +30,7 @@ import json
 import logging
 import math
 import os
+import re
 import threading
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
@@ -160,7 +161,65 @@ def start_builtin_runner(run_dir: str, builtin: List[Rule], writer, streams: Lis
                          poll_ms: int = 100):
     """In-process C++ RuleRunner: rule events into `writer`, stop_training sets a flag."""
     return _core.RuleRunner(run_dir, config_json(builtin), writer, streams=streams,
-                            poll_ms=poll_ms, requested_by="hook", stop_flag=True)
+                            poll_ms=poll_ms, requested_by="hook", stop_flag=True,
+                            wake_on_write=True)
+
+
+class NonfiniteStop:
+    """What the hook's per-step loss read does for one rule that stops training on a
+    non-finite loss (exploding_tensor, dead_loss with the stop_training action): the rule's
+    own selection and counting, applied to the value the clock has just read, so the loop
+    stops at the step the NaN appeared instead of when the rule runner sees the record. The
+    rule itself still evaluates the record and records its firing."""
+
+    def __init__(self, rule: Rule):
+        cfg = getattr(rule, "_config", None) or rule.to_config()
+        p = cfg.get("params", {})
+        self.rule_id = cfg.get("id", rule.name)
+        self.kind = rule.name
+        regex = p.get("tensor_regex")
+        self._regex = re.compile(regex) if regex else None
+        colls = p.get("collection_names")
+        self._collections = {c.strip() for c in str(colls).split(",") if c.strip()} \
+            if colls else set()
+        self.only_nan = str(p.get("only_nan", "false")).lower() in ("1", "true")
+        if self.kind == "dead_loss":  # num_steps saved values in a row, all non-finite
+            self.need = int(p.get("num_steps", 5))
+        else:
+            self.need = max(1, int(cfg.get("min_consecutive", 1) or 1))
+        self._runs: Dict[str, Tuple[int, int]] = {}  # name -> (last step, values in a row)
+
+    def matches(self, name: str) -> bool:
+        if self._regex is None and not self._collections:
+            # exploding_tensor without a selection inspects everything; dead_loss: losses
+            return self.kind != "dead_loss" or name.startswith("losses/")
+        return bool((self._regex is not None and self._regex.search(name))
+                    or name.split("/", 1)[0] in self._collections)
+
+    def violated(self, name: str, value: float, step: int) -> bool:
+        """Counts a non-finite value of `name` at `step`; True when the rule would fire."""
+        if self.only_nan and not math.isnan(value):
+            return False
+        if not self.matches(name):
+            return False
+        last, n = self._runs.get(name, (None, 0))
+        n = n + 1 if last is not None and step == last + 1 else 1
+        self._runs[name] = (step, n)
+        return n >= self.need
+
+
+def nonfinite_stops(builtin: List[Rule]) -> List[NonfiniteStop]:
+    """The rules among `builtin` that stop training on a non-finite loss."""
+    out = []
+    for r in builtin:
+        if r.name not in ("exploding_tensor", "dead_loss"):
+            continue
+        cfg = getattr(r, "_config", None) or r.to_config()
+        kinds = [a if isinstance(a, str) else (a or {}).get("type") for a in
+                 cfg.get("actions", []) or []]
+        if "stop_training" in kinds:
+            out.append(NonfiniteStop(r))
+    return out
 
 
 class PythonRuleThread:
@@ -178,6 +237,7 @@ class PythonRuleThread:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._done: Dict[str, int] = {r.id: -1 for r in rules}
+        self._evaluations: Dict[str, int] = {r.id: 0 for r in rules}
         self._status: Dict[str, dict] = {}
         self._disabled: set = set()
         for r in rules:
@@ -240,6 +300,7 @@ class PythonRuleThread:
         except NotFoundError:
             return True  # data not at this step: skip it
         except RuleFired as f:
+            self._evaluations[r.id] += 1
             self._fire(r, step, f.message, f.value, f.threshold, f.tensors)
             return True
         except Exception as e:
@@ -248,6 +309,7 @@ class PythonRuleThread:
             log.warning("trainscope: custom rule %s raised at step %d (status Error): %s",
                         r.id, step, e)
             return False
+        self._evaluations[r.id] += 1
         if out:
             self._fire(r, step, out if isinstance(out, str) else f"{r.id} fired at step {step}")
         return True
@@ -270,8 +332,18 @@ class PythonRuleThread:
 
     def finish(self) -> None:
         for r in self.rules:
-            if self._status[r.id]["status"] == "InProgress":
-                self._set_status(r, "NoIssuesFound", self._done[r.id], "no issues found")
+            if self._status[r.id]["status"] != "InProgress":
+                continue
+            n = self._evaluations[r.id]
+            if n == 0:
+                # Never evaluated: "no issues" would mislead (docs/rules.md, NoData).
+                why = ("nothing was recorded" if self._done[r.id] < 0 else
+                       "the data it reads was at none of the steps seen "
+                       f"(up to step {self._done[r.id]})")
+                self._set_status(r, "NoData", self._done[r.id], f"no data: {why}")
+            else:
+                self._set_status(r, "NoIssuesFound", self._done[r.id],
+                                 f"no issues found in {n} evaluations")
 
     def _set_status(self, r: Rule, status: str, step: int, message: str, value=math.nan,
                     threshold=math.nan, tensors=(), firing: int = 0) -> None:

@@ -71,7 +71,12 @@ void StepAnalysis(const RunData& d, RunAnalysis* a) {
 void Findings(const RunData& d, RunAnalysis* a) {
   std::map<std::string, std::pair<const RuleEventRecord*, uint64_t>> fired;
   std::set<std::string> clean;
+  std::map<std::string, const RuleEventRecord*> last;  // last status (not warning) per rule
   for (const auto& e : d.rule_events) {
+    if (e.status != RuleStatus::kWarning) {
+      const RuleEventRecord*& l = last[e.rule];
+      if (!l || e.wall_us >= l->wall_us) l = &e;
+    }
     if (e.status == RuleStatus::kIssuesFound) {
       auto& slot = fired[e.rule];
       if (!slot.first || e.wall_us < slot.first->wall_us) slot.first = &e;
@@ -86,6 +91,11 @@ void Findings(const RunData& d, RunAnalysis* a) {
   }
   for (const auto& r : clean) {
     if (!fired.count(r)) a->rules_clean.push_back(r);
+  }
+  for (const auto& [rule, e] : last) {
+    if (e->status == RuleStatus::kNoData && !fired.count(rule)) {
+      a->rules_no_data.emplace_back(rule, e->message);
+    }
   }
   std::stable_sort(a->findings.begin(), a->findings.end(), [](const Finding& x, const Finding& y) {
     if (x.severity != y.severity) return x.severity < y.severity;

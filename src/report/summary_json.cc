@@ -68,7 +68,11 @@ json AnalysisJson(const RunAnalysis& a) {
                         {"stop_worthy", f.stop_worthy}});
   }
   j["findings"] = findings;
-  j["rules"] = {{"fired", a.rules_fired}, {"clean", a.rules_clean}};
+  nlohmann::json no_data = nlohmann::json::array();
+  for (const auto& [rule, reason] : a.rules_no_data) {
+    no_data.push_back({{"rule", rule}, {"reason", reason}});
+  }
+  j["rules"] = {{"fired", a.rules_fired}, {"clean", a.rules_clean}, {"no_data", no_data}};
   json st = PercentilesJson(a.step_ms);
   st["unit"] = "ms";
   st["outliers"] = a.outlier_count;

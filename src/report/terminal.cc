@@ -88,7 +88,11 @@ std::string TerminalSummary(const RunAnalysis& a, bool color) {
     o << c("32", "No rule fired.");
     if (!a.rules_clean.empty()) o << " (" << a.rules_clean.size() << " rules found no issues)";
     o << "\n";
-  } else {
+  }
+  for (const auto& [rule, reason] : a.rules_no_data) {
+    o << "  " << c("33", "no data") << "  " << rule << ": " << reason << "\n";
+  }
+  if (!a.findings.empty()) {
     o << c("1", "Findings (" + std::to_string(a.findings.size()) + ")") << "\n";
     for (const auto& f : a.findings) {
       const char* code = f.severity == Severity::kCritical  ? "31"

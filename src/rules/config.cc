@@ -1,6 +1,7 @@
 // Rules configuration: JSON config files and comma-separated rule names (docs/rules.md).
 #include <nlohmann/json.hpp>
 
+#include "rules/yaml_config.h"
 #include "trainscope/rules.h"
 
 namespace trainscope {
@@ -215,8 +216,17 @@ Result<RuleRequirements> RequirementsOf(const RuleConfig& c, const RuleRegistry&
 Result<std::vector<RuleConfig>> ParseRulesConfig(const std::string& text,
                                                  const RuleRegistry& registry) {
   json root;
+  // JSON starts with '{' or '['; anything else is read as YAML (the same document).
+  size_t first = text.find_first_not_of(" \t\r\n");
+  bool is_json = first != std::string::npos && (text[first] == '{' || text[first] == '[');
+  std::string converted;
+  if (!is_json && first != std::string::npos) {
+    auto y = rules::YamlToJson(text);
+    if (!y.ok()) return y.status();
+    converted = std::move(y).value();
+  }
   try {
-    root = json::parse(text);
+    root = json::parse(is_json || first == std::string::npos ? text : converted);
   } catch (const json::parse_error& e) {
     return Status::InvalidArgument(std::string("rules config is not valid JSON: ") + e.what());
   }

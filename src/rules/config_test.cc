@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "rules/yaml_config.h"
 #include "trainscope/rules.h"
 
 namespace trainscope {
@@ -82,6 +83,64 @@ TEST(RulesConfig, BadValuesAreClearErrors) {
   auto g = ParseRulesConfig(R"([{"name":"overfit","paramz":{}}])");
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("valid fields"), std::string::npos);
+}
+
+TEST(RulesConfigYaml, SameDocumentAsJson) {
+  if (!rules::HaveYaml()) GTEST_SKIP() << "built without yaml-cpp";
+  auto c = ParseRulesConfig(R"(# the JSON example of ParsesNamesParamsAndActions, in YAML
+rules:
+  - vanishing_gradient
+  - name: loss_not_decreasing
+    params: {num_steps: 20, diff_percent: 0.5, mode: EVAL}
+    min_consecutive: 3
+    actions:
+      - stop_training
+      - {type: webhook, url: "http://127.0.0.1:9/x"}
+      - type: exec
+        command: cat > /dev/null
+        timeout_ms: 1000
+      - log
+  - name: tensor_variance
+    id: weights_variance
+    params:
+      collection_names: [weights, biases]
+      max_threshold: 10
+)");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->size(), 3u);
+  const RuleConfig& l = (*c)[1];
+  EXPECT_EQ(l.params.at("num_steps"), "20");
+  EXPECT_EQ(l.params.at("mode"), "EVAL");
+  EXPECT_EQ(l.min_consecutive, 3);
+  ASSERT_EQ(l.actions.size(), 4u);
+  EXPECT_EQ(l.actions[1].url, "http://127.0.0.1:9/x");
+  EXPECT_EQ(l.actions[2].command, "cat > /dev/null");
+  EXPECT_EQ(l.actions[2].timeout_ms, 1000);
+  EXPECT_EQ((*c)[2].params.at("collection_names"), "weights,biases");
+}
+
+TEST(RulesConfigYaml, ErrorsNameTheBadKeyAsJsonDoes) {
+  if (!rules::HaveYaml()) GTEST_SKIP() << "built without yaml-cpp";
+  auto expect_same = [](const std::string& yaml, const std::string& json) {
+    auto y = ParseRulesConfig(yaml);
+    auto j = ParseRulesConfig(json);
+    ASSERT_FALSE(y.ok()) << yaml;
+    ASSERT_FALSE(j.ok()) << json;
+    EXPECT_EQ(y.status().message(), j.status().message());
+  };
+  expect_same("rules:\n  - name: overfit\n    params: {ratio: 0.2}\n",
+              R"({"rules":[{"name":"overfit","params":{"ratio":0.2}}]})");
+  expect_same("- name: overfit\n  params: {patience: soon}\n",
+              R"([{"name":"overfit","params":{"patience":"soon"}}])");
+  expect_same("- name: overfit\n  paramz: {}\n", R"([{"name":"overfit","paramz":{}}])");
+  expect_same("rulez: []\n", R"({"rulez":[]})");
+  expect_same("- name: overfit\n  actions: [page_me]\n",
+              R"([{"name":"overfit","actions":["page_me"]}])");
+  auto bad = ParseRulesConfig("rules: [overfit\n  - x: {\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not valid YAML"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("line"), std::string::npos);
 }
 
 TEST(RulesConfig, DuplicateIdsRejectedByEngine) {

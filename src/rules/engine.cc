@@ -75,6 +75,7 @@ class RuleEngine::Impl {
     std::vector<bool> matched;
     bool no_match_error = false;
     std::set<std::string> warned;
+    std::string last_warning;  // why a rule that never evaluated had nothing to check
   };
 
   explicit Impl(RuleEngineOptions options) : options_(std::move(options)) {
@@ -129,6 +130,17 @@ class RuleEngine::Impl {
     p.data.raw.push_back(name);
   }
   void AddItem(Item item) { ready_.push_back(std::move(item)); }
+  // A StepRecord is written when its step ended: what the stream recorded for that step is
+  // complete now, not when the next step's first record arrives (a firing at the last step
+  // before a stall, or before the NaN that ends a run, is not held back).
+  void EndStep(const std::string& stream, const StepRecord& r) {
+    auto it = pending_.find(stream);
+    if (it != pending_.end() && it->second.open && it->second.data.step == r.step &&
+        it->second.data.mode == r.mode) {
+      Complete(&it->second);
+    }
+    ready_.push_back(StreamItem{stream, r});
+  }
 
   template <typename Fn>
   void Call(Instance& inst, Fn&& fn) {
@@ -147,6 +159,7 @@ class RuleEngine::Impl {
       Item item = std::move(ready_.front());
       ready_.pop_front();
       if (auto* d = std::get_if<StepData>(&item)) {
+        steps_seen_++;
         NoteNames(*d);
         for (auto& inst : instances_) {
           Call(*inst, [&] { inst->rule->OnStepData(*d, *inst->ctx); });
@@ -157,6 +170,7 @@ class RuleEngine::Impl {
           Call(*inst, [&] { inst->rule->OnStep(s->stream, s->step, *inst->ctx); });
         }
       } else if (auto* m = std::get_if<SampleItem>(&item)) {
+        samples_seen_++;
         for (auto& inst : instances_) {
           Call(*inst, [&] { inst->rule->OnSystemSample(m->stream, m->sample, *inst->ctx); });
         }
@@ -181,17 +195,32 @@ class RuleEngine::Impl {
     for (auto& inst : instances_) Call(*inst, [&] { inst->rule->OnEnd(*inst->ctx); });
     for (auto& inst : instances_) {
       for (size_t i = 0; i < inst->selectors.size(); ++i) {
-        if (!inst->matched[i] && inst->selectors[i]->required && !inst->no_match_error) {
+        // A selection that matched nothing is an Error when there was something to match;
+        // with nothing recorded at all the rule ends NoData below.
+        if (!inst->matched[i] && inst->selectors[i]->required && !inst->no_match_error &&
+            steps_seen_ > 0) {
           NoMatchError(*inst, *inst->selectors[i]);
         }
       }
-      if (inst->info.status == RuleStatus::kInProgress) {
-        std::string msg =
-            "no issues found in " + std::to_string(inst->info.evaluations) + " evaluations";
-        if (inst->info.evaluations == 0) msg = "run ended before the rule could evaluate";
-        SetStatus(*inst, RuleStatus::kNoIssuesFound, msg, inst->info.last_step, Mode::kTrain, "");
+      if (inst->info.status != RuleStatus::kInProgress) continue;
+      if (inst->info.evaluations == 0) {
+        // Nothing was evaluated: saying "no issues" would mislead (docs/rules.md, NoData).
+        SetStatus(*inst, RuleStatus::kNoData, NoDataReason(*inst), inst->info.last_step,
+                  Mode::kTrain, "");
+        continue;
       }
+      SetStatus(*inst, RuleStatus::kNoIssuesFound,
+                "no issues found in " + std::to_string(inst->info.evaluations) + " evaluations",
+                inst->info.last_step, Mode::kTrain, "");
     }
+  }
+
+  std::string NoDataReason(const Instance& inst) const {
+    std::string seen = std::to_string(steps_seen_) + " step(s) and " +
+                       std::to_string(samples_seen_) + " system sample(s) seen";
+    if (!inst.last_warning.empty()) return "no data: " + inst.last_warning + " (" + seen + ")";
+    if (steps_seen_ == 0 && samples_seen_ == 0) return "no data: nothing was recorded";
+    return "no data: the run ended before the rule could evaluate (" + seen + ")";
   }
 
   // ---- Selections ("no silent rules") ----------------------------------------------------
@@ -301,6 +330,7 @@ class RuleEngine::Impl {
 
   void Warn(Instance& inst, const std::string& message) {
     if (inst.warned.size() > 100 || !inst.warned.insert(message).second) return;
+    inst.last_warning = message;
     Emit(inst, RuleStatus::kWarning, message, inst.info.last_step, Mode::kTrain, "", nullptr, "");
   }
 
@@ -365,6 +395,8 @@ class RuleEngine::Impl {
   std::map<std::string, Pending> pending_;
   std::deque<Item> ready_;
   std::set<std::string> tensor_names_;
+  uint64_t steps_seen_ = 0;
+  uint64_t samples_seen_ = 0;
   std::set<std::string> raw_names_;
   std::set<int64_t> distinct_steps_;
   RuleEventRecord last_event_;
@@ -429,7 +461,7 @@ void RuleEngine::OnRawTensor(const std::string& stream, const std::string& name,
   impl_->AddRaw(stream, name, step, mode);
 }
 void RuleEngine::OnStep(const std::string& stream, const StepRecord& r) {
-  if (impl_->Wanted(stream)) impl_->AddItem(StreamItem{stream, r});
+  if (impl_->Wanted(stream)) impl_->EndStep(stream, r);
 }
 void RuleEngine::OnSystemSample(const std::string& stream, const SystemSampleRecord& r) {
   if (impl_->Wanted(stream)) impl_->AddItem(SampleItem{stream, r});

@@ -135,6 +135,27 @@ TEST_F(EngineFixture, NoIssuesFoundAtEnd) {
   EXPECT_EQ(Events(RuleStatus::kNoIssuesFound).size(), 1u);
 }
 
+TEST_F(EngineFixture, NothingRecordedEndsNoDataNotNoIssuesFound) {
+  Make({Config("exploding_tensor")});
+  engine->Finish();
+  ASSERT_EQ(events.back().status, RuleStatus::kNoData);
+  EXPECT_EQ(events.back().message, "no data: nothing was recorded");
+  EXPECT_EQ(engine->Statuses()[0].status, RuleStatus::kNoData);
+  EXPECT_TRUE(Events(RuleStatus::kNoIssuesFound).empty());
+}
+
+TEST_F(EngineFixture, RuleThatNeverEvaluatedSaysWhy) {
+  // loss_not_decreasing needs several windows of losses; three steps are not enough.
+  Make({Config("loss_not_decreasing")});
+  for (int s = 0; s < 3; ++s) Grad(s, 1.0);
+  engine->Finish();
+  ASSERT_EQ(engine->Statuses()[0].status, RuleStatus::kNoData);
+  EXPECT_EQ(engine->Statuses()[0].evaluations, 0u);
+  EXPECT_NE(events.back().message.find("before the rule could evaluate (3 step(s)"),
+            std::string::npos)
+      << events.back().message;
+}
+
 TEST_F(EngineFixture, PatternThatMatchesNothingIsAnErrorWithClosestNames) {
   Make({Config("all_zero", {{"tensor_regex", "^weights/fc1\\.wieght$"}})});
   for (int s = 0; s < 3; ++s) {

@@ -74,7 +74,9 @@ void RuleRunner::Loop() {
     Cycle(false);
     std::unique_lock<std::mutex> lock(mu_);
     if (finished_) break;
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms), [this] { return stop_; });
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms),
+                 [this] { return stop_ || woken_; });
+    woken_ = false;
     if (stop_) {
       bool finish = finish_on_stop_;
       lock.unlock();
@@ -82,6 +84,14 @@ void RuleRunner::Loop() {
       break;
     }
   }
+}
+
+void RuleRunner::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    woken_ = true;
+  }
+  cv_.notify_all();
 }
 
 void RuleRunner::Stop(bool finish) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <mutex>
@@ -98,12 +99,36 @@ TEST_F(RunnerTest, StopIsImmediateAndEmitsFinalStatus) {
   ASSERT_TRUE(runner.ok());
   runner.value()->Stop(/*finish=*/true);
   EXPECT_TRUE(runner.value()->finished());
-  // No data at all: the rule cannot stay InProgress; it reports an error about its pattern.
+  // No data at all: the rule cannot stay InProgress, nor claim "no issues".
   auto st = runner.value()->Statuses();
   ASSERT_EQ(st.size(), 1u);
-  EXPECT_EQ(st[0].status, RuleStatus::kError);
-  EXPECT_NE(st[0].message.find("collection 'gradients' matched nothing"), std::string::npos)
-      << st[0].message;
+  EXPECT_EQ(st[0].status, RuleStatus::kNoData);
+  EXPECT_EQ(st[0].message, "no data: nothing was recorded");
+}
+
+TEST_F(RunnerTest, WriterFlushWakesTheRunner) {
+  auto w = OpenWriter("worker-0");
+  RuleRunnerOptions o = Options("exploding_tensor");
+  o.poll_ms = 3'600'000;  // an hour: only Wake() can make it read the record
+  std::atomic<bool> stopped{false};
+  o.rules[0].actions.push_back(ActionSpec{.type = ActionType::kStopTraining});
+  o.stop_training = [&](const RuleEventRecord&) { stopped = true; };
+  auto runner = RuleRunner::Start(std::move(o));
+  ASSERT_TRUE(runner.ok());
+  RuleRunner* r = runner.value().get();
+  w->SetFlushListener([r] { r->Wake(); });
+  int64_t now = NowMicros();
+  w->AddScalar({"losses/loss", 0, Mode::kTrain, 0, std::nan(""), now});
+  w->AddStep({0, Mode::kTrain, 0, now, now + 10, -1, -1, -1, -1});  // completes step 0
+  w->FlushAsync();
+  for (int i = 0; i < 30000 && !stopped; ++i) ::usleep(1000);  // bounded: 30 s
+  EXPECT_TRUE(stopped);
+  auto fired = Events(RuleStatus::kIssuesFound);
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0].step, 0);
+  w->SetFlushListener(nullptr);
+  r->Stop();
+  ASSERT_TRUE(w->Close().ok());
 }
 
 TEST_F(RunnerTest, StopTrainingActionWritesTheControlFile) {

@@ -106,7 +106,7 @@ void AppendRunMetrics(const RunReader& r, const std::string& run, PrometheusText
               "Data-loader wait of the last step");
   out->Family("trainscope_scalar", Type::kGauge, "Last value of a recorded scalar (loss, ...)");
   out->Family("trainscope_rule_status", Type::kGauge,
-              "Rule status: 0 InProgress, 1 NoIssuesFound, 2 IssuesFound, 3 Error");
+              "Rule status: 0 InProgress, 1 NoIssuesFound, 2 IssuesFound, 3 Error, 5 NoData");
   out->Family("trainscope_rule_issues_found", Type::kGauge, "1 when the rule found issues");
   out->Family("trainscope_rule_firings_total", Type::kCounter, "Times the rule fired");
   out->Family("trainscope_writer_records_written_total", Type::kCounter, "Records written");

@@ -10,6 +10,8 @@
 #include <unordered_map>
 
 #include "store/format.h"
+#include "store/fatal_signals.h"
+#include "store/journal.h"
 #include "store/record_codec.h"
 #include "store/segment.h"
 #include "util/coding.h"
@@ -64,6 +66,7 @@ struct StreamState {
   bool ended = false;
   bool lock_reported = false;
   bool list_reported = false;  // its directory could not be listed (said once)
+  std::set<std::string> journals_read;  // crash journals already merged
   std::vector<SummaryRecord> summaries;
   std::vector<ScalarRecord> scalars;
   std::vector<StepRecord> steps;
@@ -127,7 +130,8 @@ class RunReader::Impl {
       bool is_stream = false;
       for (const auto& f : *files) {
         uint64_t seq;
-        if (f == "LOCK" || ParseSegmentFileName(f, &seq)) is_stream = true;
+        if (f == "LOCK" || f == journal::kFileName || ParseSegmentFileName(f, &seq))
+          is_stream = true;
       }
       if (!is_stream) continue;
       StreamState s;
@@ -209,6 +213,66 @@ class RunReader::Impl {
     for (size_t i = 0; i < s->segments.size(); ++i) {
       bool final = !live || i + 1 < s->segments.size();
       ReadSegment(s, &s->segments[i], final);
+    }
+    for (const auto& f : *files) MergeJournal(s, f, live);
+  }
+
+  // A crash journal (journal.h): the current one once its writer is gone, those an earlier
+  // writer of the stream left (journal.<N>.tsj) always. Its steps and scalars that no segment
+  // holds are the ones the crash would otherwise have lost: added after the segments' records,
+  // in the order they were recorded.
+  void MergeJournal(StreamState* s, const std::string& f, bool live) {
+    bool current = f == journal::kFileName;
+    bool earlier = f.size() > 12 && f.rfind("journal.", 0) == 0 &&
+                   f.compare(f.size() - 4, 4, ".tsj") == 0 && !current;
+    if (!(current && !live) && !earlier) return;
+    std::string path = JoinPath(s->dir, f);
+    if (!s->journals_read.insert(path).second) return;
+    auto c = Journal::Read(env_, path);
+    if (!c.ok()) {
+      if (c.status().code() == Status::Code::kIOError) {
+        ++stats_.unreadable_files;
+      } else {
+        ++stats_.corrupt_regions;
+      }
+      Problem(c.status().message() + " — journal not read");
+      return;
+    }
+    if (c->death_signal != 0) {
+      // The fatal-signal handler's note (fatal_signals.h): the process died of this signal.
+      const char* name = FatalSignalName(c->death_signal);
+      EventRecord e{"process_died", c->death_us,
+                    "{\"signal\":" + std::to_string(c->death_signal) + ",\"name\":\"" +
+                        std::string(*name ? name : "signal") + "\",\"pid\":" +
+                        std::to_string(c->pid) + "}"};
+      s->events.push_back(std::move(e));
+      if (visitor_) visitor_->OnEvent(s->name, s->events.back());
+    }
+    if (c->bad_slots > 0) {
+      Warning(path + ": " + std::to_string(c->bad_slots) +
+              " journal slot(s) torn by the crash or damaged; skipped");
+    }
+    std::set<StepMode> have;
+    for (const auto& r : s->steps) have.insert({r.step, r.mode});
+    size_t i = 0, j = 0;
+    while (i < c->steps.size() || j < c->scalars.size()) {
+      bool step_next = j >= c->scalars.size() ||
+                       (i < c->steps.size() && c->step_seq[i] < c->scalar_seq[j]);
+      if (step_next) {
+        const StepRecord& r = c->steps[i++];
+        if (!have.insert({r.step, r.mode}).second) continue;
+        s->steps.push_back(r);
+        ++stats_.journal_records;
+        if (visitor_) visitor_->OnStep(s->name, r);
+      } else {
+        ScalarRecord& r = c->scalars[j++];
+        auto& idx = s->scalar_idx[r.name];
+        if (idx.count({r.step, r.mode})) continue;
+        idx[{r.step, r.mode}] = s->scalars.size();
+        s->scalars.push_back(std::move(r));
+        ++stats_.journal_records;
+        if (visitor_) visitor_->OnScalar(s->name, s->scalars.back());
+      }
     }
   }
 
@@ -543,11 +607,13 @@ bool RunReader::Ended() const {
 }
 
 std::vector<std::string> RunReader::TensorNames(const std::string& collection,
-                                                const std::string& regex) const {
+                                                const std::string& regex, bool scalars) const {
   std::set<std::string> names;
   for (const auto& [n, s] : impl_->streams_) {
     for (const auto& [name, m] : s.summary_idx) names.insert(name);
     for (const auto& [name, m] : s.raw) names.insert(name);
+    if (!scalars) continue;
+    for (const auto& [name, m] : s.scalar_idx) names.insert(name);
   }
   std::optional<std::regex> re;
   if (!regex.empty()) {

@@ -66,6 +66,7 @@ class Writer::Impl {
   Impl(const WriterOptions& opt, Env* env, std::string dir, int lock_fd, uint64_t next_seq)
       : opt_(opt), env_(env), dir_(std::move(dir)), lock_fd_(lock_fd), next_seq_(next_seq) {
     last_flush_ = last_stats_ = env_->MonotonicMicros();
+    Reserve();
     thread_ = std::thread([this] { Run(); });
   }
 
@@ -113,6 +114,19 @@ class Writer::Impl {
     flush_requested_ = std::max(flush_requested_, target);
     cv_.notify_one();
     done_cv_.wait(lock, [&] { return written_seq_ >= target || thread_done_; });
+  }
+
+  void FlushAsync() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      flush_requested_ = std::max(flush_requested_, enqueued_seq_);
+    }
+    cv_.notify_one();
+  }
+
+  void SetFlushListener(std::function<void()> listener) {
+    std::lock_guard<std::mutex> lock(listener_mu_);
+    listener_ = std::move(listener);
   }
 
   Status Close() {
@@ -175,11 +189,16 @@ class Writer::Impl {
         EncodeStats();
         last_stats_ = now;
       }
+      uint64_t written_before = bytes_written_.load(std::memory_order_relaxed);
       if (closing) {
         Finish();
       } else if (flush || buf_.size() >= opt_.flush_bytes ||
                  now - last_flush_ >= opt_.flush_interval_ms * 1000) {  // also resets the tick
         WriteOut(opt_.sync_on_flush);
+      }
+      if (bytes_written_.load(std::memory_order_relaxed) != written_before) {
+        std::lock_guard<std::mutex> lock(listener_mu_);
+        if (listener_) listener_();
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -443,7 +462,36 @@ class Writer::Impl {
     file_.reset();
   }
 
+  // Room kept for the end of the stream: a full disk must not also lose the drop counts (the
+  // only record of what was lost). Freed at close, before the final records are written.
+  static constexpr size_t kReserveBytes = 64 * 1024;
+  void Reserve() {
+    reserve_path_ = JoinPath(dir_, ".reserve");
+    auto f = env_->NewAppendableFile(reserve_path_);
+    if (!f.ok()) {
+      reserve_path_.clear();
+      return;
+    }
+    std::string zeros(kReserveBytes, '\0');
+    // No sync: the file system reserves the blocks at write time (delayed allocation
+    // included), which is all this needs.
+    if (!(*f)->Append(zeros).ok()) {
+      (void)(*f)->Close();
+      (void)env_->RemoveFile(reserve_path_);
+      reserve_path_.clear();
+      return;
+    }
+    (void)(*f)->Close();
+  }
+
   void Finish() {
+    if (!reserve_path_.empty()) {
+      (void)env_->RemoveFile(reserve_path_);
+      reserve_path_.clear();
+    }
+    // After I/O errors (a full disk) try once more now, with the reserve freed: the stream's end
+    // and its final WriterStats (the drop counts) go into a fresh segment if there is room.
+    if (failed_ && io_errors_.load() > 0) failed_ = false;
     if (!Failed() && EnsureSegment(0)) {
       EventRecord end{"stream_end", env_->NowMicros(), "{}"};
       EncodeOne(end);
@@ -457,6 +505,8 @@ class Writer::Impl {
   const std::string dir_;
   int lock_fd_;
 
+  std::mutex listener_mu_;  // held while the listener runs
+  std::function<void()> listener_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable done_cv_;
@@ -492,6 +542,7 @@ class Writer::Impl {
   int64_t last_stats_ = 0;
   bool failed_ = false;
   int64_t retry_at_ = 0;
+  std::string reserve_path_;
   std::thread thread_;
 };
 
@@ -541,6 +592,10 @@ bool Writer::AddSystemSample(SystemSampleRecord r) { return impl_->Enqueue(std::
 bool Writer::AddRuleEvent(RuleEventRecord r) { return impl_->Enqueue(std::move(r)); }
 bool Writer::AddEvent(EventRecord r) { return impl_->Enqueue(std::move(r)); }
 void Writer::Flush() { impl_->Flush(); }
+void Writer::FlushAsync() { impl_->FlushAsync(); }
+void Writer::SetFlushListener(std::function<void()> listener) {
+  impl_->SetFlushListener(std::move(listener));
+}
 Status Writer::Close() { return impl_->Close(); }
 WriterStatsRecord Writer::stats() const { return impl_->Stats(); }
 const std::string& Writer::stream_dir() const { return impl_->dir(); }

@@ -69,6 +69,11 @@ TEST(WriterReader, RoundTripsEveryRecordType) {
   EXPECT_EQ(r->TensorNames(), std::vector<std::string>{"gradients/fc.weight"});
   EXPECT_EQ(r->TensorNames("weights").size(), 0u);
   EXPECT_EQ(r->TensorNames("", "fc\\.w").size(), 1u);
+  // Scalars are names too when asked for (smdebug's trial.tensor_names() lists losses).
+  EXPECT_EQ(r->TensorNames("", "", /*scalars=*/true),
+            (std::vector<std::string>{"gradients/fc.weight", "losses/loss"}));
+  EXPECT_EQ(r->TensorNames("losses", "", /*scalars=*/true),
+            std::vector<std::string>{"losses/loss"});
   auto train = r->Scalar("losses/loss", Mode::kTrain);
   ASSERT_EQ(train.size(), 10u);
   EXPECT_DOUBLE_EQ(train[3].value, 0.25);
@@ -344,6 +349,36 @@ TEST(WriterFaults, DiskFullDegradesToCountedDropsAndKeepsEarlierData) {
     EXPECT_EQ(loss[i].value, static_cast<double>(i));
   }
   EXPECT_EQ(r->stats().corrupt_regions, 0u);
+}
+
+// A disk that is full until the writer frees the room it reserved at open.
+class FullUntilReserveFreed : public FaultEnv {
+ public:
+  Status RemoveFile(const std::string& path) override {
+    if (path.size() >= 8 && path.compare(path.size() - 8, 8, ".reserve") == 0) fail = false;
+    return Env::RemoveFile(path);
+  }
+};
+
+TEST(WriterFaults, DropCountsReachTheDiskAfterTheDiskFilled) {
+  TempDir tmp;
+  FullUntilReserveFreed env;
+  auto w = OpenWriter({.run_dir = tmp.path(), .env = &env});
+  for (int s = 0; s < 10; ++s) w->AddScalar(Loss(s, s));
+  w->Flush();
+  env.fail = true;
+  for (int s = 10; s < 30; ++s) w->AddScalar(Loss(s, s));
+  w->Flush();
+  uint64_t dropped = w->stats().records_dropped;
+  EXPECT_GE(dropped, 20u);
+  (void)w->Close();
+  auto r = OpenReader(tmp.path());
+  auto stats = r->LastWriterStats("worker-0");
+  ASSERT_TRUE(stats.has_value()) << "the drop counts never reached the disk";
+  EXPECT_GE(stats->records_dropped, dropped);
+  EXPECT_GE(stats->io_errors, 1u);
+  EXPECT_TRUE(r->Ended());  // stream_end made it too
+  EXPECT_FALSE(Env::Default()->FileExists(tmp.path() + "/worker-0/.reserve"));
 }
 
 TEST(WriterFaults, ByteBudgetDropsRawTensorsFirst) {

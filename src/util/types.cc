@@ -25,7 +25,7 @@ constexpr std::pair<DType, std::string_view> kDTypes[] = {
 constexpr std::pair<RuleStatus, std::string_view> kStatuses[] = {
     {RuleStatus::kInProgress, "InProgress"},   {RuleStatus::kNoIssuesFound, "NoIssuesFound"},
     {RuleStatus::kIssuesFound, "IssuesFound"}, {RuleStatus::kError, "Error"},
-    {RuleStatus::kWarning, "Warning"},
+    {RuleStatus::kWarning, "Warning"},         {RuleStatus::kNoData, "NoData"},
 };
 
 }  // namespace

@@ -85,6 +85,7 @@ int Inspect(Context& ctx) {
   j["undecodable_records"] = st.undecodable_records;
   j["unreadable_files"] = st.unreadable_files;
   j["duplicate_segments"] = st.duplicate_segments;
+  j["journal_records"] = st.journal_records;
   const Status& ms = r.manifest_status();
   j["manifest_error"] = ms.ok() ? nlohmann::json(nullptr) : nlohmann::json(ms.message());
   if (json) {

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "child_process.h"
+#include "oom_count.h"
 #include "command.h"
 #include "instrument.h"
 #include "run_status_line.h"
@@ -212,6 +213,7 @@ int Run(Context& ctx) {
   }
 
   InstallForwardingHandlers();
+  const int64_t oom_before = OomKillCount();
   ChildProcess child;
   if (!child.Start(command, child_env, &error)) {
     ctx.err << "trainscope run: " << error << "\n";
@@ -323,12 +325,23 @@ int Run(Context& ctx) {
     }
     captured = DescribeInstrumentation(statuses);
   }
-  w.AddEvent({"child_exited", NowMicros(),
-              nlohmann::json{{"exit_code", code},
-                             {"duration_s", (NowMicros() - started_us) / 1e6},
-                             {"stopped_by_rule", stop_fired.load()}}
-                  .dump()});
+  // A SIGKILL trainscope did not send, while the kernel's OOM killer killed: out of memory.
+  const int64_t oom_after = OomKillCount();
+  const bool oom_killed = code == 128 + SIGKILL && !killed && oom_before >= 0 &&
+                          oom_after > oom_before;
+  nlohmann::json exited{{"exit_code", code},
+                        {"duration_s", (NowMicros() - started_us) / 1e6},
+                        {"stopped_by_rule", stop_fired.load()}};
+  if (code > 128) exited["signal"] = code - 128;
+  if (oom_killed) exited["oom_killed"] = true;
+  w.AddEvent({"child_exited", NowMicros(), exited.dump()});
   w.Close();
+  if (oom_killed) {
+    ctx.err << "trainscope: the training was killed by the kernel's OOM killer (out of memory; "
+               "oom_kill "
+            << oom_before << " -> " << oom_after << "). The memory curve before it: trainscope "
+            << "report " << out << "\n";
+  }
   if (!quiet) {
     for (const auto& line : captured) ctx.err << "trainscope: " << line << "\n";
     if (stopped_at_step && stop_fired) {

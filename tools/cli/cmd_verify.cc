@@ -37,6 +37,14 @@ int Verify(Context& ctx) {
   bool manifest_bad = !manifest.ok() && !manifest.IsNotFound();
   bool failed = manifest_bad || st.corrupt_regions > 0 || st.undecodable_records > 0 ||
                 st.unreadable_files > 0 || st.duplicate_segments > 0;
+  if (!failed && st.segments == 0 && manifest.ok()) {
+    // run.json (and perhaps a stream's LOCK) but no segment: a run killed before its first
+    // write, or one that has only just started. Nothing is damaged.
+    if (!quiet) {
+      ctx.out << "OK: empty run: nothing recorded yet (run.json, no segment)\n";
+    }
+    return 0;
+  }
   for (const auto& p : st.problems) ctx.out << "CORRUPT: " << p << "\n";
   for (const auto& w : st.warnings) ctx.err << "warning: " << w << "\n";
   if (manifest.IsNotFound()) ctx.err << "warning: " << pos[0] << " has no run.json\n";
@@ -55,6 +63,11 @@ int Verify(Context& ctx) {
     if (st.undecodable_records) ctx.out << "; " << st.undecodable_records << " undecodable records";
     if (st.torn_tail_bytes) {
       ctx.out << "; torn tail " << st.torn_tail_bytes << " bytes (expected after a crash)";
+    }
+    if (st.journal_records) {
+      ctx.out << "; " << st.journal_records
+              << " records recovered from the crash journal (the writer died before they "
+                 "reached a segment)";
     }
     if (st.unknown_records) {
       ctx.out << "; " << st.unknown_records << " records of unknown type skipped (newer writer?)";

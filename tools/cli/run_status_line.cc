@@ -60,15 +60,17 @@ void RunStatusLine::Update(const RuleRunner* rules) {
     }
   }
   if (rules) {
-    int issues = 0, ok = 0, err = 0;
+    int issues = 0, ok = 0, err = 0, no_data = 0;
     for (const auto& s : rules->Statuses()) {
       issues += s.status == RuleStatus::kIssuesFound;
       err += s.status == RuleStatus::kError;
-      ok += s.status != RuleStatus::kIssuesFound && s.status != RuleStatus::kError;
+      no_data += s.status == RuleStatus::kNoData;
+      ok += s.status == RuleStatus::kInProgress || s.status == RuleStatus::kNoIssuesFound;
     }
     line += "  rules: " + std::to_string(ok) + " ok";
     if (issues) line += ", " + std::to_string(issues) + " ISSUES";
     if (err) line += ", " + std::to_string(err) + " error";
+    if (no_data) line += ", " + std::to_string(no_data) + " no data";
   }
   if (line.size() < width_) line.append(width_ - line.size(), ' ');
   width_ = line.size();

@@ -219,7 +219,7 @@
           el('span', { class: 'name', text: n }),
           el('span', { class: 'badge', text: r.status }),
           when ? el('span', { class: 'msg', text: when }) : null,
-          r.status === 'IssuesFound' && r.message ? el('span', { class: 'msg', text: r.message }) : null));
+          (r.status === 'IssuesFound' || r.status === 'NoData') && r.message ? el('span', { class: 'msg', text: r.message }) : null));
       }
     }
 

@@ -55,6 +55,9 @@
       const clean = s.rules.clean.length ? ` ${s.rules.clean.length} rules checked the run and found no issues (${s.rules.clean.join(', ')}).` : '';
       sec.append(el('div', { class: 'ok', text: 'No rule fired.' + clean }));
     }
+    for (const x of (s.rules.no_data || [])) {
+      sec.append(el('div', { class: 'nodata', 'data-rule': x.rule, text: 'no data: ' + x.rule + ' (' + x.reason + ')' }));
+    }
     for (const x of s.findings) {
       const when = [];
       if (x.step >= 0) when.push('step ' + x.step);

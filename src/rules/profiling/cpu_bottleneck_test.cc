@@ -38,7 +38,7 @@ TEST(CpuBottleneck, NoGpuWarnsAndNeverFires) {
   for (int i = 0; i < 50; ++i) h.Sample("monitor-a", kT0 + i * kHalfSecond, NodeSample(-1, 100));
   EXPECT_TRUE(h.Warned("no GPU metrics in this run"));
   h.Finish();
-  EXPECT_EQ(h.Final(), RuleStatus::kNoIssuesFound);
+  EXPECT_EQ(h.Final(), RuleStatus::kNoData);
   EXPECT_EQ(h.Info().violations, 0u);
 }
 
@@ -47,7 +47,7 @@ TEST(CpuBottleneck, UnusedGpuIsNotJudged) {
   // A CPU training on a machine with an idle GPU: the GPU is never used, so no datapoints.
   for (int i = 0; i < 50; ++i) h.Sample("monitor-a", kT0 + i * kHalfSecond, NodeSample(0, 100));
   h.Finish();
-  EXPECT_EQ(h.Final(), RuleStatus::kNoIssuesFound);
+  EXPECT_EQ(h.Final(), RuleStatus::kNoData);
   EXPECT_EQ(h.Info().evaluations, 0u);
   EXPECT_TRUE(h.Warned("did not use them"));
 }

@@ -57,7 +57,7 @@ TEST(Dataloader, WithoutDataWaitWarns) {
   for (int s = 0; s < 100; ++s) h.Step("worker-0", s, kT0 + s * 10'000, 10'000);
   h.Finish();
   EXPECT_TRUE(h.Warned("no data-wait times recorded"));
-  EXPECT_EQ(h.Final(), RuleStatus::kNoIssuesFound);
+  EXPECT_EQ(h.Final(), RuleStatus::kNoData);
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ TEST(GpuMemoryIncrease, NoGpuWarns) {
   for (int i = 0; i < 5; ++i) h.Sample("monitor-a", kT0 + i * kHalfSecond, NodeSample(-1, 50));
   h.Finish();
   EXPECT_TRUE(h.Warned("no GPU metrics"));
-  EXPECT_EQ(h.Final(), RuleStatus::kNoIssuesFound);
+  EXPECT_EQ(h.Final(), RuleStatus::kNoData);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ TEST(IoBottleneck, NoGpuWarns) {
   h.Sample("monitor-a", kT0, NodeSample(-1, 20, 10, 90));
   h.Finish();
   EXPECT_TRUE(h.Warned("no GPU metrics"));
-  EXPECT_EQ(h.Final(), RuleStatus::kNoIssuesFound);
+  EXPECT_EQ(h.Final(), RuleStatus::kNoData);
 }
 
 }  // namespace

@@ -39,12 +39,12 @@ TEST(LowGpuUtilization, BusyGpuDoesNotFire) {
   EXPECT_EQ(h.Info().evaluations, 81u);
 }
 
-TEST(LowGpuUtilization, NoGpuReportsNoIssuesWithWarning) {
+TEST(LowGpuUtilization, NoGpuReportsNoDataWithWarning) {
   Harness h("low_gpu_utilization", kSmall);
   for (int i = 0; i < 30; ++i) h.Sample("monitor-a", kT0 + i * kHalfSecond, NodeSample(-1, 50));
   EXPECT_TRUE(h.Warned("no GPU metrics in this run"));
   h.Finish();
-  EXPECT_EQ(h.Final(), RuleStatus::kNoIssuesFound);
+  EXPECT_EQ(h.Final(), RuleStatus::kNoData);
 }
 
 TEST(LowGpuUtilization, DefaultsWaitForPatience) {

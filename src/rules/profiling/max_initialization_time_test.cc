@@ -57,7 +57,7 @@ TEST(MaxInitializationTime, RunWithoutStepsWarnsAtTheEnd) {
   h.Sample("monitor-a", kT0 + kMinute, NodeSample(-1, 5));
   h.Finish();
   EXPECT_TRUE(h.Warned("ended before its first training step after 1 min"));
-  EXPECT_EQ(h.Final(), RuleStatus::kNoIssuesFound);
+  EXPECT_EQ(h.Final(), RuleStatus::kNoData);
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ TEST(StepOutlier, ModeSelectsOneMode) {
   }
   h.Finish();
   EXPECT_EQ(h.Info().evaluations, 0u);
-  EXPECT_EQ(h.Final(), RuleStatus::kNoIssuesFound);
+  EXPECT_EQ(h.Final(), RuleStatus::kNoData);
 }
 
 TEST(StepOutlier, NoStepsWarns) {
