@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 import weakref
+from types import SimpleNamespace as types_ns
 
 # The exit status of a training that zero-code capture stopped because a stop was requested
 # (sysexits' EX_CONFIG + 2; trainscope.checkpoint.PREEMPTED_EXIT_CODE is 75).
@@ -428,6 +429,13 @@ class _AutoCapture:
                 self._pending.clear()
         except Exception as e:  # noqa: BLE001
             self._fail("at the optimizer step", e)
+            return None
+        hook = self.hook
+        if hook is not None and optimizer is primary and hook._stop_reason is not None \
+                and hook._dist is None:
+            # a NaN loss this step (or a stop that arrived): leave before the optimizer
+            # applies the update (in a job of several ranks, the agreed boundary decides)
+            self._exit_stopped(hook)
         return None
 
     def _opt_post(self, optimizer, args, kwargs):
@@ -540,6 +548,7 @@ class _AutoCapture:
             hook.close()
             return False
         self.hook = hook
+        self._arm_nonfinite_stops(hook)
         if model is not None:
             hook.register_module(model)
         loss_fn = hook.register_loss(lambda t: t, name="loss")
@@ -573,6 +582,25 @@ class _AutoCapture:
             _say(self._status["message"] + (" (candidates: " + ", ".join(described) + ")"
                                             if len(described) > 1 else ""))
         return True
+
+    def _arm_nonfinite_stops(self, hook) -> None:
+        """The rules `trainscope run` evaluates that stop on a NaN/Inf loss (exploding_tensor,
+        dead_loss with stop_training): the hook checks each loss it reads against them, so the
+        training stops at the step the NaN appeared, not when the launcher's rules see it
+        (they still record the firing)."""
+        specs = self.options.get("nonfinite_stops") or []
+        if not specs:
+            return
+        from trainscope import rules as _rules
+        stops = []
+        for spec in specs:
+            cfg = types_ns(name=spec.get("name", ""), _config={
+                "id": spec.get("id"), "params": spec.get("params") or {},
+                "min_consecutive": spec.get("min_consecutive", 1),
+                "actions": ["stop_training"]})
+            stops.append(_rules.NonfiniteStop(cfg))
+        hook._nonfinite_stops = stops
+        hook._clock.nonfinite_stop = True
 
     def _wrap_instance_step(self, obj, in_scaler: bool) -> None:
         """obj.step = ours around what is there now (the hook's wrapper): the step boundary

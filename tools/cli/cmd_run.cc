@@ -203,8 +203,10 @@ int Run(Context& ctx) {
   std::map<std::string, std::string> child_env = {{"TRAINSCOPE_RUN_DIR", out},
                                                   {"TRAINSCOPE_MONITORED", "1"}};
   if (!no_instrument) {
-    auto ins = PrepareInstrumentation(
-        {.run_dir = out, .model_regex = model_regex, .fast_stops = !rules.empty()});
+    auto ins = PrepareInstrumentation({.run_dir = out,
+                                       .model_regex = model_regex,
+                                       .fast_stops = !rules.empty(),
+                                       .nonfinite_stops = rules});
     if (ins.ok()) {
       child_env.insert(ins->begin(), ins->end());
     } else {

@@ -105,6 +105,18 @@ Result<std::map<std::string, std::string>> PrepareInstrumentation(const Instrume
     opts["hook"] = {{"stop_check_interval_ms", 20},
                     {"writer_options", {{"flush_interval_ms", 20}}}};
   }
+  nlohmann::json stops = nlohmann::json::array();
+  for (const RuleConfig& rc : o.nonfinite_stops) {
+    if (rc.type != "exploding_tensor" && rc.type != "dead_loss") continue;
+    bool stop = false;
+    for (const auto& a : rc.actions) stop = stop || a.type == ActionType::kStopTraining;
+    if (!stop) continue;
+    stops.push_back({{"name", rc.type},
+                     {"id", rc.id.empty() ? rc.type : rc.id},
+                     {"params", rc.params},
+                     {"min_consecutive", rc.min_consecutive}});
+  }
+  if (!stops.empty()) opts["nonfinite_stops"] = stops;
   env["TRAINSCOPE_INSTRUMENT_OPTIONS"] = opts.dump();
   return env;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/rules.h"
 #include "trainscope/status.h"
 
 namespace trainscope::cli {
@@ -15,6 +16,9 @@ struct InstrumentOptions {
   std::string run_dir;
   std::string model_regex;   // --model-regex or the config's instrument.model_regex
   bool fast_stops = false;   // rules run in `trainscope run`: records and stops with low latency
+  // exploding_tensor / dead_loss rules with stop_training: the child's hook checks every loss
+  // it reads against them and stops at that step (not when this process's rules see it)
+  std::vector<RuleConfig> nonfinite_stops;
 };
 
 // Writes RUN/instrument/boot/sitecustomize.py and returns the environment the child needs
