@@ -521,17 +521,26 @@ class Hook:
                     self._sampler = None
 
     _dist = None  # the StopCoordinator of a job of several ranks (_distributed.py)
+    _stack_watch = None  # captures Python stacks when the loop stalls (_stacks.py)
     _cross_runner = None  # rank 0: rules comparing the ranks (straggler), over every stream
     _comm_timing = None  # a DDP model's collective waits (_comm_timing.py)
 
     def _start_distributed(self) -> None:
-        """In a torch.distributed job, stops are agreed by all ranks (_distributed.py)."""
+        """In a torch.distributed job, stops are agreed by all ranks (_distributed.py); in any
+        job, a hang's Python stacks are captured into the run (_stacks.py)."""
         try:
             from . import _distributed
             if _distributed.wanted():
                 self._dist = _distributed.StopCoordinator(self)
         except Exception as e:
             self._fail("distributed", e)
+        try:
+            from ._stacks import StackWatch
+            self._stack_watch = StackWatch(self)
+            self._stack_watch.start()
+        except Exception as e:
+            self._stack_watch = None
+            self._fail("stacks", e)
 
     def _slow_sync(self) -> None:
         """The step clock at TRAIN step clock.sync_step: the ranks' agreement on stops."""
@@ -762,6 +771,8 @@ class Hook:
         _GradNormRecorder.remove(self)
         if self._dist is not None:
             self._dist.close()
+        if self._stack_watch is not None:
+            self._stack_watch.stop()
         if self._comm_timing is not None:
             try:
                 self._flush_pending()

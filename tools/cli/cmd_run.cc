@@ -189,15 +189,25 @@ int Run(Context& ctx) {
   }
 
   std::atomic<bool> stop_fired{false};
-  std::string stop_reason;
+  std::mutex stop_mu;
+  std::string stop_reason;  // under stop_mu
   std::unique_ptr<RuleRunner> runner;
   if (!rules.empty()) {
     RuleRunnerOptions ro;
     ro.run_dir = out;
     ro.rules = rules;
-    ro.sink = [&w](const RuleEventRecord& e) { w.AddRuleEvent(e); };
+    ro.sink = [&w, out](const RuleEventRecord& e) {
+      w.AddRuleEvent(e);
+      // a stalled loop: every rank's hook captures its Python stacks (trainscope stacks RUN)
+      if (e.rule.rfind("stalled_training_loop", 0) == 0 && e.status == RuleStatus::kIssuesFound)
+        (void)RequestStacks(out, "rule " + e.rule + ": " + e.message, "run");
+    };
     ro.stop_training = [&](const RuleEventRecord& e) {
       (void)RequestStop(out, "rule " + e.rule + ": " + e.message, "trainscope run");
+      if (!stop_fired) {
+        std::lock_guard<std::mutex> lock(stop_mu);
+        stop_reason = "rule " + e.rule + ": " + e.message;
+      }
       stop_fired = true;
     };
     ro.requested_by = "trainscope run";
@@ -266,12 +276,24 @@ int Run(Context& ctx) {
   if (sampler.ok()) (*sampler)->Stop();
   if (runner) runner->Stop(/*finish=*/true);
   int code = child.exit_code();
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    why = stop_reason;
+  }
+  const char* how = killed ? "SIGKILL" : termed ? "SIGTERM" : "its own stop";
   w.AddEvent({"child_exited", NowMicros(),
               nlohmann::json{{"exit_code", code},
                              {"duration_s", (NowMicros() - started_us) / 1e6},
-                             {"stopped_by_rule", stop_fired.load()}}
+                             {"stopped_by_rule", stop_fired.load()},
+                             {"stop_reason", why},
+                             {"ended_by", stop_fired ? how : "exit"}}
                   .dump()});
   w.Close();
+  if (stop_fired) {  // say why the job ended, whatever the child's status says
+    ctx.err << "trainscope: the training was stopped (" << why << "); it ended by " << how
+            << (termed ? " (it did not stop at a step boundary: hung?)" : "") << "\n";
+  }
   if (!quiet) {
     ctx.err << "trainscope: run recorded in " << out << " (exit status " << code
             << "). Next: trainscope report " << out << "\n";
