@@ -1318,6 +1318,10 @@ class Hook:
         cpu_batch = self._cpu_batch
         summary_bytes = self._unaccounted  # accounted at the next _flush_batches
         for full, t, (raw, red, buckets), coll in items:
+            if _is_dtensor(t):
+                # FSDP2 / tensor-parallel shards: this rank's shard, under the full name (a
+                # DTensor's numel and data_ptr describe different tensors: never read in place)
+                t = t.to_local()
             on_cpu = getattr(t, "is_cpu", True)
             if red:
                 summary_bytes[coll] = summary_bytes.get(coll, 0) + SUMMARY_BYTES
@@ -1713,6 +1717,11 @@ class Hook:
 
     def _advance_quiet(self) -> None:
         self._clock.advance(True)
+
+
+def _is_dtensor(t) -> bool:
+    """A torch.distributed DTensor (sharded or replicated parameters and gradients)."""
+    return type(t).__name__ == "DTensor" and hasattr(t, "to_local")
 
 
 def torch_to_buffer_code(t) -> int:

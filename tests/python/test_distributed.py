@@ -211,3 +211,51 @@ def test_stack_capture_on_request_in_one_process(tmp_path, tiny):
     assert rid in text and "test_stack_capture_on_request_in_one_process" in text
     ev = ts.open_run(str(tmp_path / "run")).events("stacks_captured")
     assert ev and ev[0]["request"] == rid
+
+
+@pytest.fixture(scope="module")
+def norms_job(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("norms")
+    torchrun(tmp, "--scenario", "norms", "--out", str(tmp / "job"))
+    return tmp / "job"
+
+
+def _grad_sq(run, names, step):
+    return {w: sum(run.tensor(n, worker=w).reduction(step, "l2") ** 2 for n in names)
+            for w in ("worker-0", "worker-1")}
+
+
+def test_global_gradient_norm_across_fsdp_shards_and_ddp_ranks(norms_job):
+    out = norms_job
+    for kind in ("fsdp", "ddp"):
+        direct = json.load(open(out / f"{kind}-norms-0.json"))
+        assert direct == pytest.approx(json.load(open(out / f"{kind}-norms-1.json")))
+        run = ts.open_run(str(out / kind))
+        names = run.tensor_names("gradients")
+        # full parameter names, sharded or not (DDP's are those of its wrapper: "module.")
+        pre = "module." if kind == "ddp" else ""
+        assert names == [f"gradients/{pre}{n}" for n in ("0.bias", "0.weight", "2.bias",
+                                                         "2.weight")], names
+        for w in ("worker-0", "worker-1"):  # the recorded global norm (clip_grad_norm_'s)
+            assert list(run.scalar("grad_norm/total", worker=w)[1]) == pytest.approx(direct)
+        if kind == "fsdp":
+            for step in range(3):  # each rank holds a shard: the squared norms add up
+                sq = _grad_sq(run, names, step)
+                assert (sq["worker-0"] + sq["worker-1"]) ** 0.5 == pytest.approx(
+                    direct[step], rel=1e-5)
+                assert sq["worker-0"] ** 0.5 < direct[step]
+            # the shard's shape (dim 0 split over the 2 ranks), under the full name
+            shape = run.tensor(names[1], worker="worker-1").summary(0)["shape"]
+            assert list(shape) == [32, 32], shape
+
+
+@pytest.mark.xfail(strict=True, reason="known bug: under DDP the hook's gradient hooks read "
+                   "each rank's local gradient before DDP's all-reduce replaces it with the "
+                   "average (docs/distributed.md)")
+def test_ddp_gradient_summaries_are_the_all_reduced_gradients(norms_job):
+    direct = json.load(open(norms_job / "ddp-norms-0.json"))
+    run = ts.open_run(str(norms_job / "ddp"))
+    names = run.tensor_names("gradients")
+    for step in range(3):
+        for w, sq in _grad_sq(run, names, step).items():
+            assert sq ** 0.5 == pytest.approx(direct[step], rel=1e-5), (w, step)
