@@ -524,6 +524,7 @@ class Hook:
     _stack_watch = None  # captures Python stacks when the loop stalls (_stacks.py)
     _cross_runner = None  # rank 0: rules comparing the ranks (straggler), over every stream
     _comm_timing = None  # a DDP model's collective waits (_comm_timing.py)
+    _grads_final_only = False  # DDP: gradients are read once all-reduced (_slow_grads)
 
     def _start_distributed(self) -> None:
         """In a torch.distributed job, stops are agreed by all ranks (_distributed.py); in any
@@ -561,6 +562,7 @@ class Hook:
             self._fail("register_module", e)
         try:
             from . import _comm_timing, _distributed
+            self._grads_final_only = _comm_timing.is_ddp(module)
             if self._comm_timing is None and _distributed.wanted():
                 self._comm_timing = _comm_timing.attach(self, module)
         except Exception as e:
@@ -942,13 +944,17 @@ class Hook:
 
     def _slow_opt_flush(self) -> None:
         if self._plan is not None:
-            self._slow_grads()
+            self._slow_grads(final=True)
             self._flush_batches(device=False)
 
-    def _slow_grads(self) -> None:
+    def _slow_grads(self, final: bool = False) -> None:
         """Queues the gradients the clock kept (its hooks fire on save steps) and writes the
         CPU summaries: when the last hooked gradient arrived, at backward end, at
-        optimizer.step() and at the end of the step, whichever comes first."""
+        optimizer.step() and at the end of the step, whichever comes first. For a DDP model
+        only the last two (``final``): DDP replaces each local gradient in place with the
+        ranks' average when its all-reduce completes, after the gradient hooks fired."""
+        if self._grads_final_only and not final:
+            return
         items = self._clock.take_grads()
         plan = self._plan
         if not items or plan is None:
@@ -1170,7 +1176,7 @@ class Hook:
     _warned_compiled = False
 
     def _end_save(self) -> None:
-        self._slow_grads()
+        self._slow_grads(final=True)
         plan, self._plan = self._plan, None
         if not self._next_step_saves(plan):
             self._remove_step_hooks()

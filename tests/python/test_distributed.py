@@ -249,9 +249,6 @@ def test_global_gradient_norm_across_fsdp_shards_and_ddp_ranks(norms_job):
             assert list(shape) == [32, 32], shape
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: under DDP the hook's gradient hooks read "
-                   "each rank's local gradient before DDP's all-reduce replaces it with the "
-                   "average (docs/distributed.md)")
 def test_ddp_gradient_summaries_are_the_all_reduced_gradients(norms_job):
     direct = json.load(open(norms_job / "ddp-norms-0.json"))
     run = ts.open_run(str(norms_job / "ddp"))
