@@ -137,13 +137,13 @@ def test_straggler_names_the_slow_rank_and_phase_and_balanced_jobs_raise_nothing
 
 def test_hang_captures_every_ranks_stacks_and_trainscope_run_ends_the_job(tmp_path, cli):
     # rank 1 blocks in its data loader, rank 0 in its DDP backward's all-reduce. The hooks'
-    # stalled_training_loop (2 s) captures both ranks' stacks; trainscope run's own (10 s: it
+    # stalled_training_loop (2 s) captures both ranks' stacks; trainscope run's own (20 s: it
     # also counts the job's start-up; with
     # stop_training) asks for a stop that no rank can take at a step, then SIGTERMs the job.
     run = tmp_path / "run"
     config = tmp_path / "rules.json"
     config.write_text(json.dumps({"rules": [{"name": "stalled_training_loop",
-                                             "params": {"threshold": 10,
+                                             "params": {"threshold": 20,
                                                         "stop_training_on_fire": True}}]}))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.abspath(PYTHON_DIR) + os.pathsep + env.get("PYTHONPATH", "")
