@@ -59,6 +59,15 @@ struct TensorPoint {
   uint64_t zeros = 0;
 };
 
+struct StackCapture {
+  std::string worker;  // "worker-1"
+  std::string path;    // full path of the file
+  int64_t wall_ms = 0;  // from the file name
+  std::string reason;   // the "# reason:" line
+  std::string where;    // the main thread's innermost frame: "func (file:line)"; "" if unknown
+  std::string text;     // the whole file
+};
+
 struct RunData {
   std::string run_dir;
   RunManifest manifest;
@@ -74,11 +83,18 @@ struct RunData {
   std::vector<RuleEventRecord> rule_events;                       // by wall time
   std::vector<EventRecord> events;                                // by wall time
   std::vector<ProfileWindow> profiles;
+  std::vector<StackCapture> stacks;  // newest capture per worker (LoadStacks)
   uint64_t corrupt_regions = 0;  // what the reader skipped (shown as a note)
 };
 
 // Reads RUN (manifest, every stream, RUN/profile/*). Fails only when RUN is not a readable run.
 Result<RunData> LoadRunData(const std::string& run_dir);
+
+// ---- Stacks of a hung run (RUN/stacks/<worker>-<ms>.txt, python/trainscope/_stacks.py) -------
+
+// Every capture in RUN/stacks, ordered by worker then time; latest_only keeps the newest per
+// worker. Unreadable or half-written files are skipped.
+std::vector<StackCapture> LoadStacks(const std::string& run_dir, bool latest_only);
 
 // ---- Instances and prices --------------------------------------------------------------------
 
@@ -241,10 +257,12 @@ struct RunAnalysis {
   // Share of step time per phase (data_wait, forward, backward, optimizer, other); empty if none.
   std::vector<std::pair<std::string, double>> phase_share;
   // Runs with two or more streams with steps: every rank, and which one is slowest and why
-  // ("" when the ranks are within 10% of each other).
+  // ("" when the slowest is within 20% or 1 ms of the others' median).
   std::vector<RankStats> ranks;
   std::string slowest_rank;  // stream
   std::string slowest_why;   // plain words: busy time against the others, the slow phase
+  // The newest stacks capture of each worker (a hung run): worker, where, reason, path.
+  std::vector<StackCapture> stacks;  // text left empty here (the files hold it)
   std::vector<Finding> findings;  // severity, then time
   std::vector<std::string> rules_fired;
   std::vector<std::string> rules_clean;  // rules that reported NoIssuesFound only

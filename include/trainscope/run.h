@@ -53,4 +53,11 @@ Status RequestStop(const std::string& run_dir, const std::string& reason,
 Status ReadStopRequest(const std::string& run_dir, std::string* reason);
 bool StopRequested(const std::string& run_dir, std::string* reason = nullptr);
 
+// RequestStacks writes RUN/control/stacks.json atomically: every running hook of the run
+// captures its Python stacks (all threads) into RUN/stacks/<worker>-<ms>.txt within about
+// 0.5 s (python/trainscope/_stacks.py; docs/distributed.md). *id (optional) gets the
+// request's id: "<wall_us>-<requested_by>-<pid>".
+Status RequestStacks(const std::string& run_dir, const std::string& reason,
+                     const std::string& requested_by, std::string* id = nullptr);
+
 }  // namespace trainscope

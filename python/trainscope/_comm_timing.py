@@ -106,6 +106,15 @@ class CommTiming:
                 writer.add_scalar(COMM_WAIT, s, mode, ms, max(0, end - launch) / 1000.0)
 
 
+def is_ddp(module) -> bool:
+    """``module`` is a torch DistributedDataParallel (torch is imported by then)."""
+    try:
+        from torch.nn.parallel import DistributedDataParallel
+    except ImportError:
+        return False
+    return isinstance(module, DistributedDataParallel)
+
+
 def attach(hook, module) -> Optional[CommTiming]:
     """A CommTiming for ``module`` when it is a DistributedDataParallel of several ranks."""
     try:

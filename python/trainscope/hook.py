@@ -554,17 +554,27 @@ class Hook:
                     self._sampler = None
 
     _dist = None  # the StopCoordinator of a job of several ranks (_distributed.py)
+    _stack_watch = None  # captures Python stacks when the loop stalls (_stacks.py)
     _cross_runner = None  # rank 0: rules comparing the ranks (straggler), over every stream
     _comm_timing = None  # a DDP model's collective waits (_comm_timing.py)
+    _grads_final_only = False  # DDP: gradients are read once all-reduced (_slow_grads)
 
     def _start_distributed(self) -> None:
-        """In a torch.distributed job, stops are agreed by all ranks (_distributed.py)."""
+        """In a torch.distributed job, stops are agreed by all ranks (_distributed.py); in any
+        job, a hang's Python stacks are captured into the run (_stacks.py)."""
         try:
             from . import _distributed
             if _distributed.wanted():
                 self._dist = _distributed.StopCoordinator(self)
         except Exception as e:
             self._fail("distributed", e)
+        try:
+            from ._stacks import StackWatch
+            self._stack_watch = StackWatch(self)
+            self._stack_watch.start()
+        except Exception as e:
+            self._stack_watch = None
+            self._fail("stacks", e)
 
     def _slow_sync(self) -> None:
         """The step clock at TRAIN step clock.sync_step: the ranks' agreement on stops."""
@@ -608,6 +618,7 @@ class Hook:
             self._fail("register_module", e)
         try:
             from . import _comm_timing, _distributed
+            self._grads_final_only = _comm_timing.is_ddp(module)
             if self._comm_timing is None and _distributed.wanted():
                 self._comm_timing = _comm_timing.attach(self, module)
         except Exception as e:
@@ -854,6 +865,8 @@ class Hook:
         _GradNormRecorder.remove(self)
         if self._dist is not None:
             self._dist.close()
+        if self._stack_watch is not None:
+            self._stack_watch.stop()
         if self._comm_timing is not None:
             try:
                 self._flush_pending()
@@ -1048,13 +1061,17 @@ class Hook:
 
     def _slow_opt_flush(self) -> None:
         if self._plan is not None:
-            self._slow_grads()
+            self._slow_grads(final=True)
             self._flush_batches(device=False)
 
-    def _slow_grads(self) -> None:
+    def _slow_grads(self, final: bool = False) -> None:
         """Queues the gradients the clock kept (its hooks fire on save steps) and writes the
         CPU summaries: when the last hooked gradient arrived, at backward end, at
-        optimizer.step() and at the end of the step, whichever comes first."""
+        optimizer.step() and at the end of the step, whichever comes first. For a DDP model
+        only the last two (``final``): DDP replaces each local gradient in place with the
+        ranks' average when its all-reduce completes, after the gradient hooks fired."""
+        if self._grads_final_only and not final:
+            return
         items = self._clock.take_grads()
         plan = self._plan
         if not items or plan is None:
@@ -1276,7 +1293,7 @@ class Hook:
     _warned_compiled = False
 
     def _end_save(self) -> None:
-        self._slow_grads()
+        self._slow_grads(final=True)
         plan, self._plan = self._plan, None
         if not self._next_step_saves(plan):
             self._remove_step_hooks()
@@ -1424,6 +1441,10 @@ class Hook:
         cpu_batch = self._cpu_batch
         summary_bytes = self._unaccounted  # accounted at the next _flush_batches
         for full, t, (raw, red, buckets), coll in items:
+            if _is_dtensor(t):
+                # FSDP2 / tensor-parallel shards: this rank's shard, under the full name (a
+                # DTensor's numel and data_ptr describe different tensors: never read in place)
+                t = t.to_local()
             on_cpu = getattr(t, "is_cpu", True)
             if red:
                 summary_bytes[coll] = summary_bytes.get(coll, 0) + SUMMARY_BYTES
@@ -1821,6 +1842,11 @@ class Hook:
 
     def _advance_quiet(self) -> None:
         self._clock.advance(True)
+
+
+def _is_dtensor(t) -> bool:
+    """A torch.distributed DTensor (sharded or replicated parameters and gradients)."""
+    return type(t).__name__ == "DTensor" and hasattr(t, "to_local")
 
 
 def torch_to_buffer_code(t) -> int:

@@ -175,6 +175,11 @@ RunAnalysis Analyze(const RunData& d, const CostInput& cost) {
   a.m = report_internal::MeasureTables(d, tables);
   StepAnalysis(d, &a);
   report_internal::AnalyzeRanks(d, &a);
+  for (const auto& c : d.stacks) {
+    StackCapture s = c;
+    s.text.clear();
+    a.stacks.push_back(std::move(s));
+  }
   a.start_us = d.manifest.start_us;
   if (a.start_us <= 0) a.start_us = a.first_step_us;
   a.end_us = std::max(d.end_us, a.last_step_us);

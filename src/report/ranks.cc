@@ -105,7 +105,8 @@ void AnalyzeRanks(const RunData& d, RunAnalysis* a) {
   };
   const RankStats& s = a->ranks[slow];
   double ref = others([](const RankStats& r) { return r.busy_ms; });
-  if (!(ref > 0) || s.busy_ms < 1.1 * ref) return;  // balanced within 10%
+  // balanced: within 20% (and 1 ms) of the others, the straggler rule's defaults
+  if (!(ref > 0) || s.busy_ms < 1.2 * ref || s.busy_ms - ref < 1.0) return;
   int cause = 0;
   double best = -INFINITY, cause_ref = 0;
   for (int p = 0; p < 5; ++p) {

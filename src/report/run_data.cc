@@ -155,6 +155,7 @@ Result<RunData> LoadRunData(const std::string& run_dir) {
       d.scalars.push_back(std::move(s));
     }
   }
+  d.stacks = LoadStacks(run_dir, /*latest_only=*/true);
   d.rule_events = r.RuleEvents();
   d.events = r.Events();
   int64_t end_event = 0;

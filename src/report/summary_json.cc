@@ -94,6 +94,12 @@ json AnalysisJson(const RunAnalysis& a) {
                      {"optimizer_ms", Num(r.optimizer_ms)},
                      {"other_ms", Num(r.other_ms)}});
   }
+  json stacks = json::array();
+  for (const auto& c : a.stacks) {
+    stacks.push_back({{"worker", c.worker}, {"where", c.where}, {"reason", c.reason},
+                      {"file", c.path}, {"wall_ms", c.wall_ms}});
+  }
+  j["stacks"] = stacks;
   j["ranks"] = {{"per_rank", ranks},
                 {"slowest", a.slowest_rank.empty() ? json(nullptr) : json(a.slowest_rank)},
                 {"why", a.slowest_why}};

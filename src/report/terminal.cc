@@ -65,9 +65,17 @@ std::string TerminalSummary(const RunAnalysis& a, bool color) {
         << Fixed(r.optimizer_ms, 1) << " " << Fixed(r.other_ms, 1) << "\n";
     }
     if (shown < a.ranks.size()) o << "    ... " << a.ranks.size() - shown << " more\n";
-    o << "    " << (a.slowest_why.empty() ? "ranks balanced (busy time within 10%)"
+    o << "    " << (a.slowest_why.empty() ? "ranks balanced (busy time within 20% or 1 ms)"
                                           : a.slowest_why)
       << "\n";
+  }
+  if (!a.stacks.empty()) {
+    o << "  stacks    captured for " << a.stacks.size()
+      << " worker(s) (trainscope stacks RUN prints them):\n";
+    for (const auto& c : a.stacks) {
+      o << "    " << c.worker << ": main thread in "
+        << (c.where.empty() ? std::string("(unknown)") : c.where) << "\n";
+    }
   }
   const Measurements& m = a.m;
   if (m.gpu_count > 0) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "rules/builtin/dist_scalars.h"
 #include "trainscope/writer.h"
 
 namespace trainscope::testing {
@@ -228,6 +229,16 @@ Status WriteRun(const RunData& d, const std::string& run_dir) {
         w->Flush();
         w->AddStep(s);
       }
+  }
+  for (const auto& [stream, waits] : d.comm_wait_us) {
+    Writer* w = writer(stream);
+    for (const auto& [step, us] : waits) {
+      ScalarRecord r{rules::kCommWaitScalar, step, Mode::kTrain, step, us, 0};
+      if (!w->AddScalar(r)) {
+        w->Flush();
+        w->AddScalar(r);
+      }
+    }
   }
   for (const auto& s : d.scalars)
     if (!w0->AddScalar(s)) {

@@ -118,6 +118,23 @@ Status RequestStop(const std::string& run_dir, const std::string& reason,
   return env->WriteFileAtomic(JoinPath(dir, "stop.json"), j.dump() + "\n");
 }
 
+Status RequestStacks(const std::string& run_dir, const std::string& reason,
+                     const std::string& requested_by, std::string* id) {
+  Env* env = Env::Default();
+  if (!env->IsDirectory(run_dir)) return Status::NotFound(run_dir + " is not a run directory");
+  std::string dir = JoinPath(run_dir, "control");
+  TS_RETURN_IF_ERROR(env->CreateDirs(dir));
+  int64_t now = env->NowMicros();
+  std::string rid = std::to_string(now) + "-" + requested_by + "-" + std::to_string(::getpid());
+  nlohmann::json j{{"id", rid},
+                   {"reason", reason},
+                   {"requested_by", requested_by},
+                   {"requested_at_us", now}};
+  TS_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, "stacks.json"), j.dump() + "\n"));
+  if (id != nullptr) *id = rid;
+  return Status::OK();
+}
+
 Status ReadStopRequest(const std::string& run_dir, std::string* reason) {
   const std::string path = run_dir + "/control/stop.json";
   struct stat st;

@@ -11,6 +11,8 @@ Scenarios:
              trial's DDP all-reduces hang if any rank left at another step.
   stopfile   as nan, but the stop comes from control/stop.json written by rank 0's own loop.
   rank0only  a hook on rank 0 only: stops stay local (said once), nothing waits for rank 1.
+  hang       rank 1 blocked in its loader, rank 0 in the all-reduce: stacks of both ranks.
+  norms      gradients of an FSDP2 and a DDP model, and clip_grad_norm_'s global norms.
   bench      median step time with coordinated stops on and off (DIR/bench-<rank>.json).
   straggler  a run dir DIR/<case> per case of --cases: rank --slow-rank slowed by --slow-ms in
              its data loader (data), in its model's forward (compute), or not at all (none).
@@ -221,6 +223,73 @@ def bench(args, rank):
     dist.barrier()
 
 
+def hang(args, rank):
+    """Rank 1 blocks in its data loader at step 20 (until DIR/release exists); rank 0 goes on
+    into the next DDP backward and blocks in its gradient all-reduce. stalled_training_loop
+    (threshold 2 s) fires and every rank's stacks land in DIR/stacks/."""
+    ddp = torch.nn.parallel.DistributedDataParallel(make_model())
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    crit = torch.nn.MSELoss()
+    release = os.path.join(args.out, "release")
+
+    def blocking_loader(n):
+        for i, b in enumerate(batches(n, 0)):
+            if rank == 1 and i == 20:
+                t = time.monotonic() + 90
+                while not os.path.exists(release) and time.monotonic() < t:
+                    time.sleep(0.05)  # "stuck": a hung storage read, a dead worker...
+            yield b
+
+    hook = ts.Hook(out_dir=args.out, save_interval=1, collections=["losses"],
+                   system_monitor_interval_ms=0,
+                   rules=[ts.Rule("stalled_training_loop", threshold=2)])
+    hook.register_module(ddp)
+    hook.register_loss(crit)
+    hook.register_optimizer(opt)
+    for x, y in hook.wrap(blocking_loader(args.max_steps)):
+        loss = crit(ddp(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        time.sleep(args.step_ms / 1000)
+    hook.close()
+    dist.barrier()
+
+
+def norms(args, rank):
+    """The gradients of an FSDP2 (fully_shard) model and of a DDP model, 3 steps each, into
+    DIR/fsdp and DIR/ddp, with clip_grad_norm_'s global norms in DIR/<kind>-norms-<rank>.json."""
+    from torch.distributed.fsdp import fully_shard
+    for kind in ("fsdp", "ddp"):
+        model = make_model()
+        if kind == "fsdp":
+            for m in model:
+                if isinstance(m, torch.nn.Linear):
+                    fully_shard(m)
+            fully_shard(model)
+        else:
+            model = torch.nn.parallel.DistributedDataParallel(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        crit = torch.nn.MSELoss()
+        hook = ts.Hook(out_dir=os.path.join(args.out, kind), save_interval=1,
+                       collections=["losses", "gradients"], system_monitor_interval_ms=0)
+        hook.register_module(model)
+        hook.register_loss(crit)
+        hook.register_optimizer(opt)
+        out = []
+        for x, y in hook.wrap(batches(3, rank)):  # each rank its own data
+            loss = crit(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            n = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9)
+            out.append(float(n.full_tensor() if hasattr(n, "full_tensor") else n))
+            opt.step()
+        hook.close()
+        with open(os.path.join(args.out, f"{kind}-norms-{rank}.json"), "w") as f:
+            json.dump(out, f)
+    dist.barrier()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--scenario", default="nan")
@@ -238,6 +307,10 @@ def main():
     try:
         if args.scenario in ("nan", "stopfile"):
             stop_trials(args, rank)
+        elif args.scenario == "hang":
+            hang(args, rank)
+        elif args.scenario == "norms":
+            norms(args, rank)
         elif args.scenario == "bench":
             bench(args, rank)
         elif args.scenario == "rank0only":

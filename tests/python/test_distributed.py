@@ -8,6 +8,7 @@ CI runs one job of TRAINSCOPE_DIST_TRIALS (default 5) fresh hooks in a row.
 import json
 import os
 import subprocess
+import time
 import sys
 
 import pytest
@@ -132,3 +133,126 @@ def test_straggler_names_the_slow_rank_and_phase_and_balanced_jobs_raise_nothing
     assert not [e for e in none.rule_events() if e["status"] == "IssuesFound"]
     st = none.rule_statuses()["straggler"]
     assert st["status"] == "NoIssuesFound", st
+
+
+def test_hang_captures_every_ranks_stacks_and_trainscope_run_ends_the_job(tmp_path, cli):
+    # rank 1 blocks in its data loader, rank 0 in its DDP backward's all-reduce. The hooks'
+    # stalled_training_loop (2 s) captures both ranks' stacks; trainscope run's own (20 s: it
+    # also counts the job's start-up; with
+    # stop_training) asks for a stop that no rank can take at a step, then SIGTERMs the job.
+    run = tmp_path / "run"
+    config = tmp_path / "rules.json"
+    config.write_text(json.dumps({"rules": [{"name": "stalled_training_loop",
+                                             "params": {"threshold": 20,
+                                                        "stop_training_on_fire": True}}]}))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.abspath(PYTHON_DIR) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("WORLD_SIZE", None)
+    cmd = [cli, "run", "--out", str(run), "--config", str(config), "--quiet",
+           "--term-after-s", "3", "--kill-after-s", "5", "--",
+           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           JOB, "--scenario", "hang", "--out", str(run), "--max-steps", "40"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=str(tmp_path),
+                       env=env)
+    assert p.returncode != 0, (p.stdout, p.stderr[-3000:])  # it did not finish: it was ended
+    assert "the training was stopped (rule stalled_training_loop" in p.stderr, p.stderr[-3000:]
+    assert "ended by SIGTERM" in p.stderr or "ended by SIGKILL" in p.stderr, p.stderr[-3000:]
+    brief = subprocess.run([cli, "stacks", str(run), "--brief"], capture_output=True,
+                           text=True, timeout=30)
+    assert brief.returncode == 0, brief
+    lines = [l for l in brief.stdout.splitlines() if l.startswith("== ")]
+    assert len(lines) == 2, brief.stdout
+    assert lines[0].startswith("== worker-0: main thread in _engine_run_backward"), lines
+    assert lines[1].startswith("== worker-1: main thread in blocking_loader"), lines
+    full = subprocess.run([cli, "stacks", str(run)], capture_output=True, text=True,
+                          timeout=30).stdout
+    assert "trainscope-stacks" in full and "Thread 0x" in full  # every thread, not just one
+    rep = subprocess.run([cli, "report", str(run), "--json"], capture_output=True, text=True,
+                         timeout=60)
+    stacks = json.loads(rep.stdout)["stacks"]
+    assert [s["worker"] for s in stacks] == ["worker-0", "worker-1"], stacks
+    assert "blocking_loader" in stacks[1]["where"], stacks
+
+
+def test_stacks_cli_without_captures_and_bad_arguments(tmp_path, cli):
+    run = tmp_path / "run"
+    run.mkdir()
+    p = subprocess.run([cli, "stacks", str(run)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and "no stacks captured" in p.stdout
+    p = subprocess.run([cli, "stacks", str(tmp_path / "missing")], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 2
+    p = subprocess.run([cli, "stacks", str(run), "--wait-s", "x"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 2
+    # a half-written or foreign file is skipped, not shown
+    (run / "stacks").mkdir()
+    (run / "stacks" / "worker-0-12.txt").write_text("not a capture")
+    (run / "stacks" / "worker-0-13.txt.tmp").write_text("# trainscope stacks: partial")
+    p = subprocess.run([cli, "stacks", str(run)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1, p.stdout
+
+
+def test_stack_capture_on_request_in_one_process(tmp_path, tiny):
+    from trainscope import _stacks
+    model, opt, crit, batches = tiny
+    with ts.Hook(out_dir=str(tmp_path / "run"), system_monitor_interval_ms=0) as hook:
+        hook.register_module(model)
+        crit(model(batches[0][0]), batches[0][1]).backward()
+        rid = _stacks.request_capture(hook.out_dir, "test", "test")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not os.path.isdir(os.path.join(hook.out_dir,
+                                                                             "stacks")):
+            time.sleep(0.05)
+        time.sleep(0.2)
+    files = os.listdir(tmp_path / "run" / "stacks")
+    assert len(files) == 1 and files[0].startswith("worker-0-"), files
+    text = open(tmp_path / "run" / "stacks" / files[0]).read()
+    assert rid in text and "test_stack_capture_on_request_in_one_process" in text
+    ev = ts.open_run(str(tmp_path / "run")).events("stacks_captured")
+    assert ev and ev[0]["request"] == rid
+
+
+@pytest.fixture(scope="module")
+def norms_job(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("norms")
+    torchrun(tmp, "--scenario", "norms", "--out", str(tmp / "job"))
+    return tmp / "job"
+
+
+def _grad_sq(run, names, step):
+    return {w: sum(run.tensor(n, worker=w).reduction(step, "l2") ** 2 for n in names)
+            for w in ("worker-0", "worker-1")}
+
+
+def test_global_gradient_norm_across_fsdp_shards_and_ddp_ranks(norms_job):
+    out = norms_job
+    for kind in ("fsdp", "ddp"):
+        direct = json.load(open(out / f"{kind}-norms-0.json"))
+        assert direct == pytest.approx(json.load(open(out / f"{kind}-norms-1.json")))
+        run = ts.open_run(str(out / kind))
+        names = run.tensor_names("gradients")
+        # full parameter names, sharded or not (DDP's are those of its wrapper: "module.")
+        pre = "module." if kind == "ddp" else ""
+        assert names == [f"gradients/{pre}{n}" for n in ("0.bias", "0.weight", "2.bias",
+                                                         "2.weight")], names
+        for w in ("worker-0", "worker-1"):  # the recorded global norm (clip_grad_norm_'s)
+            assert list(run.scalar("grad_norm/total", worker=w)[1]) == pytest.approx(direct)
+        if kind == "fsdp":
+            for step in range(3):  # each rank holds a shard: the squared norms add up
+                sq = _grad_sq(run, names, step)
+                assert (sq["worker-0"] + sq["worker-1"]) ** 0.5 == pytest.approx(
+                    direct[step], rel=1e-5)
+                assert sq["worker-0"] ** 0.5 < direct[step]
+            # the shard's shape (dim 0 split over the 2 ranks), under the full name
+            shape = run.tensor(names[1], worker="worker-1").summary(0)["shape"]
+            assert list(shape) == [32, 32], shape
+
+
+def test_ddp_gradient_summaries_are_the_all_reduced_gradients(norms_job):
+    direct = json.load(open(norms_job / "ddp-norms-0.json"))
+    run = ts.open_run(str(norms_job / "ddp"))
+    names = run.tensor_names("gradients")
+    for step in range(3):
+        for w, sq in _grad_sq(run, names, step).items():
+            assert sq ** 0.5 == pytest.approx(direct[step], rel=1e-5), (w, step)

@@ -1,7 +1,11 @@
 // make_synthetic_run — writes a synthetic run directory with trainscope::Writer, for the browser
 // test and the report benchmark.
 //   make_synthetic_run OUT_DIR [--kind healthy|faulty|nogpu] [--steps N] [--samples N]
-//                              [--instance TYPE]
+//                              [--instance TYPE] [--ranks N]
+// --ranks N (distributed runs, docs/distributed.md): worker-0's steps for N worker streams, as
+// DDP ranks in lockstep: rank 1 spends 5 ms more per step in its data loader and the others
+// wait that long in the all-reduce (the dist/comm_wait_us scalar of each rank).
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -11,6 +15,7 @@
 int main(int argc, char** argv) {
   trainscope::testing::SyntheticOptions o;
   std::string out;
+  int ranks = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -22,6 +27,8 @@ int main(int argc, char** argv) {
       o.samples = std::atoll(next().c_str());
     else if (a == "--instance")
       o.instance = next();
+    else if (a == "--ranks")
+      ranks = std::atoi(next().c_str());
     else if (!a.empty() && a[0] != '-')
       out = a;
     else {
@@ -34,7 +41,30 @@ int main(int argc, char** argv) {
                  " [--samples N] [--instance TYPE]\n";
     return 2;
   }
+  if (ranks < 1 || ranks > 100000) {
+    std::cerr << "--ranks must be in [1, 100000]\n";
+    return 2;
+  }
   auto d = trainscope::testing::MakeSyntheticRun(o);
+  if (ranks > 1) {
+    const auto base = d.steps["worker-0"];
+    for (int r = 0; r < ranks; ++r) {
+      auto& steps = d.steps["worker-" + std::to_string(r)];
+      steps = base;
+      auto& waits = d.comm_wait_us["worker-" + std::to_string(r)];
+      waits.reserve(steps.size());
+      int64_t shift = 0;  // every step 5.1 ms longer: later steps start later
+      for (auto& s : steps) {
+        int64_t wait = r == 1 ? 100 : 5100;
+        if (r == 1) s.data_wait_us = std::max<int64_t>(0, s.data_wait_us) + 5000;
+        s.backward_us = std::max<int64_t>(0, s.backward_us) + wait;
+        s.start_us += shift;
+        shift += 5100;
+        s.end_us += shift;
+        waits.emplace_back(s.step, static_cast<double>(wait));
+      }
+    }
+  }
   d.manifest.name = out.substr(out.find_last_of('/') + 1);
   d.manifest.id.clear();  // a fresh id per directory (history keys on it)
   auto st = trainscope::testing::WriteRun(d, out);

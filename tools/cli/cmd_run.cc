@@ -239,15 +239,25 @@ int Run(Context& ctx) {
   }
 
   std::atomic<bool> stop_fired{false};
-  std::string stop_reason;
+  std::mutex stop_mu;
+  std::string stop_reason;  // under stop_mu
   std::unique_ptr<RuleRunner> runner;
   if (!rules.empty()) {
     RuleRunnerOptions ro;
     ro.run_dir = out;
     ro.rules = rules;
-    ro.sink = [&w](const RuleEventRecord& e) { w.AddRuleEvent(e); };
+    ro.sink = [&w, out](const RuleEventRecord& e) {
+      w.AddRuleEvent(e);
+      // a stalled loop: every rank's hook captures its Python stacks (trainscope stacks RUN)
+      if (e.rule.rfind("stalled_training_loop", 0) == 0 && e.status == RuleStatus::kIssuesFound)
+        (void)RequestStacks(out, "rule " + e.rule + ": " + e.message, "run");
+    };
     ro.stop_training = [&](const RuleEventRecord& e) {
       (void)RequestStop(out, "rule " + e.rule + ": " + e.message, "trainscope run");
+      if (!stop_fired) {
+        std::lock_guard<std::mutex> lock(stop_mu);
+        stop_reason = "rule " + e.rule + ": " + e.message;
+      }
       stop_fired = true;
     };
     ro.requested_by = "trainscope run";
@@ -327,13 +337,21 @@ int Run(Context& ctx) {
     }
     captured = DescribeInstrumentation(statuses);
   }
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    why = stop_reason;
+  }
+  const char* how = killed ? "SIGKILL" : termed ? "SIGTERM" : "its own stop";
   // A SIGKILL trainscope did not send, while the kernel's OOM killer killed: out of memory.
   const int64_t oom_after = OomKillCount();
   const bool oom_killed = code == 128 + SIGKILL && !killed && oom_before >= 0 &&
                           oom_after > oom_before;
   nlohmann::json exited{{"exit_code", code},
                         {"duration_s", (NowMicros() - started_us) / 1e6},
-                        {"stopped_by_rule", stop_fired.load()}};
+                        {"stopped_by_rule", stop_fired.load()},
+                        {"stop_reason", why},
+                        {"ended_by", stop_fired ? how : oom_killed ? "oom_killer" : "exit"}};
   if (code > 128) exited["signal"] = code - 128;
   if (oom_killed) exited["oom_killed"] = true;
   w.AddEvent({"child_exited", NowMicros(), exited.dump()});
@@ -344,11 +362,13 @@ int Run(Context& ctx) {
             << oom_before << " -> " << oom_after << "). The memory curve before it: trainscope "
             << "report " << out << "\n";
   }
+  if (stop_fired) {  // say why the job ended, whatever the child's status says
+    ctx.err << "trainscope: the training was stopped (" << why << "); it ended by "
+            << (stopped_at_step && !termed ? "stopping at a step boundary" : how)
+            << (termed ? " (it did not stop at a step boundary: hung?)" : "") << "\n";
+  }
   if (!quiet) {
     for (const auto& line : captured) ctx.err << "trainscope: " << line << "\n";
-    if (stopped_at_step && stop_fired) {
-      ctx.err << "trainscope: the training stopped at a step because a rule asked it to\n";
-    }
     ctx.err << "trainscope: run recorded in " << out << " (exit status " << code
             << "). Next: trainscope report " << out << "\n";
   }

@@ -148,6 +148,11 @@
         { key: 'data_wait_ms', label: 'data wait', format: ms }, { key: 'forward_ms', label: 'forward', format: ms }, { key: 'backward_ms', label: 'backward compute', format: ms },
         { key: 'optimizer_ms', label: 'optimizer', format: ms }, { key: 'other_ms', label: 'other', format: ms }], rk.per_rank);
     }
+    if ((s.stacks || []).length) {
+      sec.append(el('h3', { text: 'Where each rank was stuck (captured stacks)' }));
+      C.table(sec, [{ key: 'worker', label: 'rank', align: 'left' }, { key: 'where', label: 'main thread in', align: 'left' }, { key: 'reason', label: 'captured because', align: 'left' }], s.stacks);
+      sec.append(el('p', { class: 'ts-note', text: 'Full stacks of every thread: trainscope stacks RUN (files in RUN/stacks/).' }));
+    }
     const grid = el('div', { class: 'grid2' });
     sec.append(grid);
     C.line(grid, series.steps.curve, { markers, markerKey: 'step' });

@@ -1,0 +1,115 @@
+// trainscope stacks RUN: the Python stacks (all threads) each rank captured into RUN/stacks/
+// when its training loop stalled (python/trainscope/_stacks.py); --capture asks every rank's
+// hook for a capture now. Exit 0 when stacks were printed, 1 when there are none, 2 on usage.
+#include <chrono>
+#include <filesystem>
+#include <ostream>
+#include <set>
+#include <thread>
+
+#include "command.h"
+#include "trainscope/report.h"
+#include "trainscope/run.h"
+
+namespace trainscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kUsage = R"(usage: trainscope stacks RUN [--all] [--brief] [--capture] [--wait-s N]
+Prints the Python stacks of every thread that each rank's hook captured into RUN/stacks/ when
+stalled_training_loop fired (the newest capture per rank; --all: every capture). --brief prints
+one line per rank: where its main thread is. --capture first asks every running hook to capture
+now (RUN/control/stacks.json) and waits up to --wait-s seconds (default 5) for one capture per
+worker stream of the run.)";
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::set<std::string> Workers(const std::string& run) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(run, ec)) {
+    std::string n = e.path().filename().string();
+    if (e.is_directory(ec) && n.rfind("worker-", 0) == 0) out.insert(n);
+  }
+  return out;
+}
+
+int Stacks(Context& ctx) {
+  Args args(ctx.args);
+  bool all = args.TakeBool("--all");
+  bool brief = args.TakeBool("--brief");
+  bool capture = args.TakeBool("--capture");
+  std::string wait_text = args.Take("--wait-s", "5");
+  std::vector<std::string> pos;
+  std::string error;
+  double wait_s = 0;
+  try {
+    wait_s = std::stod(wait_text);
+  } catch (...) {
+    wait_s = -1;
+  }
+  if (!args.Positional(&pos, &error) || pos.size() != 1 || !(wait_s >= 0)) {
+    ctx.err << kUsage << (error.empty() ? "" : "\n" + error) << "\n";
+    return 2;
+  }
+  const std::string& run = pos[0];
+  std::error_code ec;
+  if (!fs::is_directory(run, ec)) {
+    ctx.err << "trainscope stacks: " << run << " is not a directory\n";
+    return 2;
+  }
+  if (capture) {
+    int64_t since_ms = NowUs() / 1000;
+    Status st = RequestStacks(run, "trainscope stacks --capture", "cli");
+    if (!st.ok()) {
+      ctx.err << "trainscope stacks: cannot write the capture request: " << st.ToString() << "\n";
+      return 1;
+    }
+    auto workers = Workers(run);
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
+    while (true) {
+      std::set<std::string> got;
+      for (const auto& c : LoadStacks(run, true)) {
+        if (c.wall_ms >= since_ms) got.insert(c.worker);
+      }
+      bool done = !workers.empty() && got.size() >= workers.size();
+      if (done || std::chrono::steady_clock::now() >= deadline) {
+        if (!done) {
+          ctx.err << "trainscope stacks: " << got.size() << " of " << workers.size()
+                  << " workers answered within " << wait_text
+                  << " s (a worker that ended, or whose Python is blocked holding the GIL, "
+                     "does not)\n";
+        }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  auto stacks = LoadStacks(run, !all);
+  if (stacks.empty()) {
+    ctx.out << "no stacks captured in " << run
+            << " (they are captured when stalled_training_loop fires, or with --capture)\n";
+    return 1;
+  }
+  for (const auto& c : stacks) {
+    ctx.out << "== " << c.worker << ": main thread in "
+            << (c.where.empty() ? std::string("(unknown)") : c.where) << "\n";
+    if (!c.reason.empty()) ctx.out << "   captured because: " << c.reason << "\n";
+    ctx.out << "   file: " << c.path << "\n";
+    if (!brief) ctx.out << "\n" << c.text << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+TS_COMMAND("stacks", "print the Python stacks each rank captured when the loop stalled", kUsage,
+           Stacks);
+
+}  // namespace trainscope::cli
