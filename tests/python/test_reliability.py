@@ -211,3 +211,20 @@ def test_full_disk_keeps_training_and_the_drop_counts_reach_the_disk(small_tmpfs
     steps, _ = run.scalar("losses/loss")
     assert list(steps) == list(range(60))
     assert [r["step"] for r in run.step_records()] == list(range(60))
+
+
+# ---- YAML rule configs through the CLI ---------------------------------------------------------
+def test_yaml_config_errors_name_the_bad_key(tmp_path, cli):
+    bad = tmp_path / "rules.yaml"
+    bad.write_text("rules:\n  - name: overfit\n    params: {ratio: 0.2}\n")
+    out = subprocess.run([cli, "run", "--out", str(tmp_path / "run"), "--config", str(bad),
+                          "--quiet", "--", "true"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "unknown parameter 'ratio'" in out.stderr and "ratio_threshold" in out.stderr
+    good = tmp_path / "good.yaml"
+    good.write_text("rules:\n  - name: exploding_tensor\n    actions: [log]\n")
+    out = subprocess.run([cli, "run", "--out", str(tmp_path / "run2"), "--config", str(good),
+                          "--quiet", "--", "true"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    st = ts.open_run(str(tmp_path / "run2")).rule_statuses()
+    assert st["exploding_tensor"]["status"] == "NoData", st  # `true` records nothing
