@@ -479,7 +479,8 @@ class Hook:
         self._writer.staging = True  # handed over in bursts: see _commit()
         # Crash journal: step records and losses survive a SIGKILL from the moment they are
         # recorded (docs/format.md §9); without it a crash loses what was not flushed yet.
-        err = self._writer.open_journal()
+        err = (self._writer.open_journal() if os.environ.get("TRAINSCOPE_JOURNAL") != "0"
+               else None)  # TRAINSCOPE_JOURNAL=0: none (an escape hatch, and for A/B costs)
         if err:
             self._warn_once("journal", f"trainscope: no crash journal ({err}); a crash loses "
                             "the records of the last ~0.4 s")

@@ -167,3 +167,64 @@ def test_rule_runner_is_woken_by_the_writer(run_dir):
     finally:
         r.stop()
         w.close()
+
+
+# ---- a disk that fills up ---------------------------------------------------------------------------
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """An 8 MiB tmpfs (root only): a disk that fills up for real."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs",
+                                            str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("needs root and tmpfs mounts")
+    yield str(mnt)
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_full_disk_keeps_training_and_the_drop_counts_reach_the_disk(small_tmpfs, capfd):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    crit = torch.nn.MSELoss()
+    run_dir = os.path.join(small_tmpfs, "run")
+    x, y = torch.randn(4, 256), torch.randn(4, 8)
+    colls = [ts.Collection("weights", raw=True, save_interval=1),  # ~260 KB a step
+             ts.Collection("losses", save_interval=1)]
+    with ts.Hook(run_dir, collections=colls, system_monitor_interval_ms=0) as hook:
+        hook.register_module(model)
+        hook.register_loss(crit)
+        for _ in range(60):
+            loss = crit(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert hook.step_count == 60  # the training ran to the end
+    err = capfd.readouterr().err
+    assert err.count("write error in") == 1, err  # said once
+    run = ts.open_run(run_dir)
+    stats = run.writer_stats()
+    assert stats is not None and stats["records_dropped"] > 0, stats  # on disk, after all
+    assert stats["io_errors"] >= 1
+    assert run.read_stats()["corrupt_regions"] == 0
+    # The losses and step records of every step: the journal kept what the full disk refused.
+    steps, _ = run.scalar("losses/loss")
+    assert list(steps) == list(range(60))
+    assert [r["step"] for r in run.step_records()] == list(range(60))
+
+
+# ---- YAML rule configs through the CLI ---------------------------------------------------------
+def test_yaml_config_errors_name_the_bad_key(tmp_path, cli):
+    bad = tmp_path / "rules.yaml"
+    bad.write_text("rules:\n  - name: overfit\n    params: {ratio: 0.2}\n")
+    out = subprocess.run([cli, "run", "--out", str(tmp_path / "run"), "--config", str(bad),
+                          "--quiet", "--", "true"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "unknown parameter 'ratio'" in out.stderr and "ratio_threshold" in out.stderr
+    good = tmp_path / "good.yaml"
+    good.write_text("rules:\n  - name: exploding_tensor\n    actions: [log]\n")
+    out = subprocess.run([cli, "run", "--out", str(tmp_path / "run2"), "--config", str(good),
+                          "--quiet", "--", "true"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    st = ts.open_run(str(tmp_path / "run2")).rule_statuses()
+    assert st["exploding_tensor"]["status"] == "NoData", st  # `true` records nothing
