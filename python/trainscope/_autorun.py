@@ -552,7 +552,14 @@ class _AutoCapture:
         if model is not None:
             hook.register_module(model)
         loss_fn = hook.register_loss(lambda t: t, name="loss")
-        self._on_loss = loss_fn
+        # the clock's loss callback itself (what register_loss's wrapper calls), one call
+        # per loss instead of three
+        index = len(hook._loss_names) - 1
+        if index >= 0 and hook._loss_names[index] == "losses/loss":
+            on_output = hook._clock.callback(2, index)
+            self._on_loss = lambda t: on_output(None, (), t)
+        else:
+            self._on_loss = loss_fn
         self._loss_source = "the scalar on which backward() is called"
         self._optimizer = weakref.ref(optimizer)
         scaler = self._scaler_seen
@@ -630,9 +637,20 @@ class _AutoCapture:
         if hook is None:
             return
         try:
-            self._feed_losses()  # optimizer.step(closure): the backward ran inside the step
-            hook.step()
-            stop = hook.should_stop
+            if self._pending:
+                self._feed_losses()  # optimizer.step(closure): backward ran inside the step
+            # hook.step() without its Python layers: the clock ends the step and begins the
+            # next one's count (the hot path of every step)
+            clock = hook._clock
+            now = time.time_ns() // 1000
+            try:
+                if not clock.open:
+                    clock.open_step(now)
+                clock.close_step(now)
+                clock.advance()
+            except Exception as e:  # noqa: BLE001 - the hook's own errors: counted there
+                hook._fail("step", e)
+            stop = hook._stop_reason is not None or hook.should_stop
         except Exception as e:  # noqa: BLE001
             self._fail("ending the step", e)
             return
