@@ -6,9 +6,12 @@
 #include <cmath>
 
 #include "report/internal.h"
+#include "rules/rule_util.h"
 
 namespace trainscope::report_internal {
 namespace {
+
+using rules::RankName;
 
 double Median(std::vector<double>* v) {
   if (v->empty()) return NAN;
@@ -71,15 +74,6 @@ RankStats RankOf(const std::string& stream, const std::vector<StepRecord>& steps
 double PhaseOf(const RankStats& r, int p) {
   const double v[] = {r.data_ms, r.forward_ms, r.backward_ms, r.optimizer_ms, r.other_ms};
   return v[p];
-}
-
-std::string RankName(const std::string& stream) {
-  auto dash = stream.rfind('-');
-  if (dash != std::string::npos && dash + 1 < stream.size() &&
-      stream.find_first_not_of("0123456789", dash + 1) == std::string::npos) {
-    return "rank " + stream.substr(dash + 1);
-  }
-  return stream;
 }
 
 }  // namespace

@@ -23,6 +23,17 @@ inline std::string Fmt(double v) {
   return buf;
 }
 
+// "rank 3" for a stream named like worker-3 (any "<name>-<digits>"), else the stream's name:
+// how the straggler rule and the report's per-rank view name a rank.
+inline std::string RankName(const std::string& stream) {
+  auto dash = stream.rfind('-');
+  if (dash != std::string::npos && dash + 1 < stream.size() &&
+      stream.find_first_not_of("0123456789", dash + 1) == std::string::npos) {
+    return "rank " + stream.substr(dash + 1);
+  }
+  return stream;
+}
+
 // An Evaluation stamped with the step's worker, step and mode.
 inline Evaluation EvalFor(const StepData& d) {
   Evaluation e;

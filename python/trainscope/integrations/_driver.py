@@ -230,3 +230,24 @@ def _scalar_name(name: str) -> str:
     scalars/ (``scalars/val/loss``): the collection prefix is always ``scalars``."""
     name = name.strip() or "metric"
     return "scalars/" + name
+
+
+class DriverProperties:
+    """What both framework callbacks expose about their hook (they keep a Driver in `_d`)."""
+
+    _d: Driver
+
+    @property
+    def hook(self):
+        """The ts.Hook (None before training and after it ended)."""
+        return self._d.hook
+
+    @property
+    def out_dir(self) -> Optional[str]:
+        """The run directory (kept after the hook closed)."""
+        return self._d.out_dir
+
+    @property
+    def errors(self) -> Dict[str, int]:
+        """Internal errors of the callback and its hook, by where they happened."""
+        return self._d.errors

@@ -29,7 +29,7 @@ import time
 from typing import Any, Dict, Optional
 
 from .._modes import Mode
-from ._driver import Driver, as_float, log
+from ._driver import Driver, DriverProperties, as_float, log
 
 _BASES = []
 for _name in ("lightning.pytorch", "pytorch_lightning"):
@@ -72,7 +72,7 @@ def _loss_of(outputs):
         return None
 
 
-class TrainscopeCallback(*_BASES):
+class TrainscopeCallback(DriverProperties, *_BASES):
     """Records a Lightning training with a ts.Hook (see the module docs).
 
     Args:
@@ -108,21 +108,6 @@ class TrainscopeCallback(*_BASES):
         self._metrics_seen: Dict[str, float] = {}
         self._module_registered = False
         self.checkpoints: list = []  # paths this callback saved
-
-    # ---- what tests and users may ask ---------------------------------------------------------
-    @property
-    def hook(self):
-        """The ts.Hook (None before setup and after teardown)."""
-        return self._d.hook
-
-    @property
-    def out_dir(self) -> Optional[str]:
-        """The run directory (kept after the hook closed)."""
-        return self._d.out_dir
-
-    @property
-    def errors(self) -> Dict[str, int]:
-        return self._d.errors
 
     # ---- lifetime -------------------------------------------------------------------------------
     def setup(self, trainer, pl_module, stage: str) -> None:

@@ -28,7 +28,7 @@ from typing import Dict, Optional
 from transformers import TrainerCallback
 
 from .._modes import Mode
-from ._driver import Driver, as_float, log
+from ._driver import Driver, DriverProperties, as_float, log
 
 try:
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
@@ -58,7 +58,7 @@ def _dir_bytes(path: str) -> int:
     return total
 
 
-class TrainscopeCallback(TrainerCallback):
+class TrainscopeCallback(DriverProperties, TrainerCallback):
     """Records a Hugging Face Trainer training with a ts.Hook (see the module docs).
 
     Args:
@@ -82,19 +82,6 @@ class TrainscopeCallback(TrainerCallback):
         self._stop_step: Optional[int] = None
         self._device = None
         self.checkpoints: list = []  # checkpoint directories the Trainer wrote while recorded
-
-    @property
-    def hook(self):
-        """The ts.Hook (None before training and after it ended)."""
-        return self._d.hook
-
-    @property
-    def out_dir(self) -> Optional[str]:
-        return self._d.out_dir
-
-    @property
-    def errors(self) -> Dict[str, int]:
-        return self._d.errors
 
     # ---- lifetime -------------------------------------------------------------------------------
     def _open(self, args, model=None, optimizer=None) -> None:

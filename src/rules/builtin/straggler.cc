@@ -43,15 +43,6 @@ double Median(std::vector<double> v) {
   return m;
 }
 
-std::string RankName(const std::string& stream) {
-  auto dash = stream.rfind('-');
-  if (dash != std::string::npos && dash + 1 < stream.size() &&
-      stream.find_first_not_of("0123456789", dash + 1) == std::string::npos) {
-    return "rank " + stream.substr(dash + 1);
-  }
-  return stream;
-}
-
 std::string Ms(double us) { return Fmt(us / 1000) + " ms"; }
 
 class Straggler : public Rule {
