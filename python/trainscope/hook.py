@@ -114,6 +114,14 @@ def _now_us() -> int:
 
 
 def _worker_rank() -> int:
+    """The global rank: torch.distributed's once its process group exists (mp.spawn jobs set
+    no RANK variable), else $RANK or $LOCAL_RANK, else 0."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:  # noqa: BLE001 - a half-initialised group: fall back to the environment
+        pass
     for var in ("RANK", "LOCAL_RANK"):
         v = os.environ.get(var)
         if v is not None:

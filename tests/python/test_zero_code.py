@@ -299,3 +299,32 @@ def test_torchrun_nan_on_one_rank_stops_every_rank_at_one_step(cli, tmp_path):
     stopped = [s for s in statuses(str(run)) if s["state"] == "stopped"]
     assert len(stopped) == 2 and len({s["step"] for s in stopped}) == 1, stopped
     assert "it ended by stopping at a step boundary" in p.stderr
+
+
+SPAWN_SCRIPT = """
+import os, socket, torch, torch.distributed as dist, torch.multiprocessing as mp
+def work(rank, port):
+    os.environ.pop("RANK", None)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    m = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    for i in range(20):
+        loss = m(torch.randn(8, 4)).pow(2).mean(); opt.zero_grad(); loss.backward(); opt.step()
+    dist.destroy_process_group()
+if __name__ == "__main__":
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    mp.spawn(work, args=(port,), nprocs=2)
+"""
+
+
+def test_mp_spawn_ranks_are_named_by_the_process_group(cli, tmp_path):
+    """mp.spawn sets no RANK variable: each process's stream is named by its group rank."""
+    script = tmp_path / "spawn.py"
+    script.write_text(SPAWN_SCRIPT)
+    run = tmp_path / "spawn"
+    p = run_under(cli, run, script=str(script))
+    assert p.returncode == 0, p.stderr
+    r = ts.open_run(str(run))
+    assert r.workers() == ["worker-0", "worker-1"]
+    assert [len(r.step_records(w)) for w in r.workers()] == [20, 20]
