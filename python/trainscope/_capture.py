@@ -13,6 +13,7 @@ from typing import Dict, List, Sequence
 
 from ._grad_norm import _GradNormRecorder
 from ._modes import Mode
+from ._step_clock import CALLBACK_GRADIENT, CALLBACK_MODEL_POST, CALLBACK_MODEL_PRE
 
 log = logging.getLogger("trainscope")
 
@@ -40,12 +41,15 @@ class Capture:
         self._params = [(_plain_name(n), p) for n, p in module.named_parameters()]
         self._param_index = {n: i for i, (n, _) in enumerate(self._params)}
         self._modules, self._compiled_modules = _modules_of(module)
-        # the clock's hook objects (copies of the module get inert ones: see step_clock.cc).
+        # the clock's hook objects (copies of the module get inert ones: see
+        # python/stepclock/torch_hooks.cc).
         # On a torch.compile'd model (OptimizedModule) they go on the wrapper, whose hooks run
         # outside the compiled code (its `training` is the original module's).
         if forward_steps:
-            self._handles.append(module.register_forward_pre_hook(self._clock.callback(0)))
-            self._handles.append(module.register_forward_hook(self._clock.callback(1)))
+            clock = self._clock
+            self._handles.append(module.register_forward_pre_hook(
+                clock.callback(CALLBACK_MODEL_PRE)))
+            self._handles.append(module.register_forward_hook(clock.callback(CALLBACK_MODEL_POST)))
         _GradNormRecorder.add(self)
         self._targets = self._compute_targets()
         self._plan_cache.clear()
@@ -127,9 +131,9 @@ class Capture:
                 p = None if index is None else self._params[index][1]
                 if p is not None and p.requires_grad:
                     # after accumulation, reading .grad: a tensor hook keeping the incoming
-                    # gradient makes torch copy it (see kGrad in step_clock.cc)
+                    # gradient makes torch copy it (see kGrad in python/stepclock/torch_hooks.cc)
                     self._step_handles.append(p.register_post_accumulate_grad_hook(
-                        self._clock.callback(3, index)))
+                        self._clock.callback(CALLBACK_GRADIENT, index)))
                     self._hooked_params.append(p)
                     pending += 1
         self._hooked_grads = pending

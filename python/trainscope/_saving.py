@@ -13,7 +13,7 @@ from . import _core
 from ._capture import _is_dtensor
 from ._dtypes import _torch_codes, torch_to_buffer
 from ._modes import Mode
-from ._step_clock import MODES, _now_us
+from ._step_clock import COUNTER_MODE_STEPS, MODES, _now_us
 
 log = logging.getLogger("trainscope")
 
@@ -81,7 +81,7 @@ class Saving:
         self._flush_pending()  # keep the records in step order
         clock = self._clock
         step, mode = clock.step, clock.mode
-        ms = clock.get(0, mode)
+        ms = clock.get(COUNTER_MODE_STEPS, mode)
         if self._cpu_batch:
             batch, self._cpu_batch = self._cpu_batch, []
             # Contiguous tensors of known dtypes are read in place by the core (one call; no

@@ -1,9 +1,13 @@
-"""The step clock's Python side: what the C step clock (``_core.StepClock``) calls by name.
+"""The step clock's Python side: the interface with the C step clock (``_core.StepClock``,
+python/stepclock/) and the methods of the Hook it calls.
 
 The per-step fast path (counting, timing, reading the loss) is C; when a step needs more (a save
 step begins or ends, a stop check is due, the profiling window opens or closes, a loss lives on a
-device, the ranks agree on a stop) the clock calls one of the methods of ``ClockUpcalls`` below on
-the hook. The per-mode counter arrays and the flags the clock keeps are read and written here.
+device, the ranks agree on a stop) the clock calls a method of the hook. ``UPCALLS`` below lists
+every such method (python/stepclock/upcalls.h is the C side of the same table;
+tests/python/test_step_clock.py checks that the two agree and that the Hook has each); most are
+in ``ClockUpcalls``. The constants the hook passes to the clock (``CALLBACK_*`` for
+``clock.callback``, ``COUNTER_*`` for ``clock.get``/``set``) are the clock's own, read once here.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Optional
 
+from . import _core
 from ._modes import Mode, TrainingStopped
 from .collection import NEVER
 
@@ -20,10 +25,44 @@ if TYPE_CHECKING:
 
 MODES = (Mode.TRAIN, Mode.EVAL, Mode.PREDICT)  # training modes (GLOBAL is for readers)
 
+# ---- the interface with the C clock (python/stepclock/upcalls.h) ------------------------------
+# The torch hook objects of clock.callback(kind, index=None):
+CALLBACK_MODEL_PRE = _core.StepClock.CALLBACK_MODEL_PRE    # the model's forward pre-hook
+CALLBACK_MODEL_POST = _core.StepClock.CALLBACK_MODEL_POST  # the model's forward hook
+CALLBACK_LOSS = _core.StepClock.CALLBACK_LOSS              # a criterion's (index: the loss's)
+CALLBACK_GRADIENT = _core.StepClock.CALLBACK_GRADIENT      # post-accumulate-grad (index: param)
+# The per-mode counter arrays of clock.get(kind, mode) / clock.set(kind, mode, value):
+COUNTER_MODE_STEPS = _core.StepClock.COUNTER_MODE_STEPS  # steps of each mode
+COUNTER_NEXT_SAVE = _core.StepClock.COUNTER_NEXT_SAVE    # first mode step that saves a tensor
+COUNTER_LOSS_NEXT = _core.StepClock.COUNTER_LOSS_NEXT    # first mode step that saves the loss
+
+# Every method of the Hook the clock calls, with its arguments, in the order of upcalls.h. The
+# clock calls nothing else by name; the `_slow_*` ones (and _queue_backward_end) are below in
+# ClockUpcalls, _fail and _maybe_raise_stop in _run.RunLifecycle.
+UPCALLS = {
+    "_fail": ("where", "exc"),                  # an Exception in the clock or a slow path
+    "_slow_close_pre": (),                      # a step closes with a save or device losses
+    "_slow_close_post": (),                     # a step in the profiling window closed
+    "_run_step_callbacks": ("event",),          # "step": after a boundary (step callbacks)
+    "_slow_stop_check": (),                     # every stop_check_ns at a step start
+    "_slow_profile_start": (),                  # the profiling window's first step begins
+    "_slow_sync": (),                           # the TRAIN step of the ranks' stop agreement
+    "_slow_begin_save": ("mode", "ms"),         # a save step begins
+    "_slow_loss_next": ("mode", "ms"),          # -> (next, every, end) of the losses
+    "_slow_loss": ("index", "output"),          # a loss the clock does not read itself
+    "_slow_nonfinite_loss": ("index", "value"),  # NaN/Inf while a rule stops on one
+    "_slow_dev_losses": (),                     # 16 device losses are kept
+    "_slow_opt_flush": (),                      # optimizer.step() begins on a save step
+    "_slow_grads": (),                          # the last hooked gradient arrived
+    "_queue_backward_end": (),                  # the first hooked gradient arrived
+    "_maybe_raise_stop": (),                    # a stop is pending with raise_on_stop
+    "_slow_scaler_optimizer": ("optimizer",),   # scaler.step() of an unregistered optimizer
+}
+
 
 class _ModeArray:
-    """One per-mode counter array of the step clock, with the dict surface the hook uses:
-    kind 0 = steps of each mode, 1 = next tensor save step, 2 = next loss save step."""
+    """One per-mode counter array of the step clock (a COUNTER_* kind), with the dict surface
+    the hook uses."""
 
     __slots__ = ("_clock", "_kind")
 

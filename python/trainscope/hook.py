@@ -18,7 +18,7 @@ user calls ``hook.step()``, after which only ``hook.step()`` ends steps. Steps a
 globally (``step``) and per mode (``mode_step``); save decisions use ``mode_step``.
 
 Cost: on a step where no collection saves, no Python of the hook runs: the callbacks torch
-calls are the C step clock's (python/bindings/step_clock.cc), which counts and times the step,
+calls are the C step clock's (python/stepclock/), which counts and times the step,
 reads the loss and queues one StepRecord and one scalar (about 2-3 µs). Gradient hooks and
 layer forward hooks are registered only for the steps that save them and removed after them.
 
@@ -52,7 +52,8 @@ from ._profiler import ProfilerConfig
 from ._run import RunLifecycle, _register_atexit, _require_torch, _set_eval_frame, _worker_rank
 from ._saving import GB, Saving
 from ._schedule import SaveSchedule
-from ._step_clock import MODES, ClockUpcalls, _clock_field, _ModeArray, _now_us
+from ._step_clock import (CALLBACK_LOSS, COUNTER_LOSS_NEXT, COUNTER_MODE_STEPS, COUNTER_NEXT_SAVE,
+                          MODES, ClockUpcalls, _clock_field, _ModeArray, _now_us)
 from .collection import as_collections
 # Names importable from here as before the hook was split into the modules above:
 from ._capture import (_Plan, _is_dtensor, _merge, _modules_of,  # noqa: F401,E402
@@ -142,15 +143,15 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             max_errors=max_errors, writer_options=writer_options))
         out_dir, rules, actions = args["out_dir"], args["rules"], args["actions"]
         # ---- state that must exist even when setup fails -------------------------------
-        # The per-step fast path in C (python/bindings/step_clock.cc) owns the step state:
+        # The per-step fast path in C (python/stepclock/) owns the step state:
         # counters, mode, the open step and its phase timings, the next save steps, and the
         # queue of StepRecords and losses. The properties below read and write it there.
         self._clock = _core.StepClock(self)
         self._clock.set_stop_type(TrainingStopped)
         self._clock.set_dynamo(_set_eval_frame())  # calls into the hook run uncompiled
-        self._mode_steps = _ModeArray(self._clock, 0)
-        self._next_save = _ModeArray(self._clock, 1)  # first mode step that saves a tensor
-        self._loss_next = _ModeArray(self._clock, 2)  # first mode step that saves the loss
+        self._mode_steps = _ModeArray(self._clock, COUNTER_MODE_STEPS)
+        self._next_save = _ModeArray(self._clock, COUNTER_NEXT_SAVE)  # first tensor save step
+        self._loss_next = _ModeArray(self._clock, COUNTER_LOSS_NEXT)  # first loss save step
         self._loss_names: List[str] = []
         self._errors: Dict[str, int] = {}
         self.error_count = 0
@@ -319,7 +320,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             self._clock.set_torch(torch.Tensor, torch.float32, torch.float64)
             index = self._clock.add_loss_name(f"losses/{name}")
             self._loss_names.append(f"losses/{name}")
-            on_output = self._clock.callback(2, index)  # (module, inputs, output)
+            on_output = self._clock.callback(CALLBACK_LOSS, index)  # (module, inputs, output)
             if isinstance(criterion, torch.nn.Module):
                 self._handles.append(criterion.register_forward_hook(on_output))
                 return criterion
