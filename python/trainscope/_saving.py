@@ -1,6 +1,7 @@
 """How the hook writes what it captured: batched CPU summaries (one core call), the device table
-and device scalars (copied to the host without waiting), scalars, the commit of the step records
-to the writer thread, and the accounting and projection of the bytes written.
+and device scalars (copied to the host without waiting), scalars, and the commit of the step
+records to the writer thread; the bytes written are accounted in the hook's StorageAccount
+(_storage.py).
 """
 from __future__ import annotations
 
@@ -14,11 +15,10 @@ from ._capture import _is_dtensor
 from ._dtypes import _torch_codes, torch_to_buffer
 from ._modes import Mode
 from ._step_clock import COUNTER_MODE_STEPS, MODES, _now_us
+from ._storage import SUMMARY_BYTES
 
 log = logging.getLogger("trainscope")
 
-SUMMARY_BYTES = 160  # approximate bytes on disk of one summary record (for projections)
-GB = 1000 ** 3
 
 # Scalars the hook records besides losses (docs/python.md). The amp ones are named in
 # src/rules/builtin/amp_scalars.h (the rules read them).
@@ -54,7 +54,7 @@ class Saving:
                         self._device_batch = DeviceBatch()
                     code = torch_to_buffer_code(t)
                     self._device_batch.add(full, t, code)
-            if raw and not self._raw_disabled:
+            if raw and not self._storage.raw_disabled:
                 tc = t.detach()
                 if not on_cpu:
                     tc = tc.to("cpu")
@@ -127,6 +127,14 @@ class Saving:
             except Exception as e:
                 self._fail("device copy", e)
 
+    # Records from this thread are staged in the core (Writer.staging) and handed to the
+    # writer thread in bursts by a committer thread every commit_interval_ms (and at
+    # flush/close): waking an idle writer thread for every step's first record costs far
+    # more than the record itself on a busy machine.
+    # Records of every step (StepRecord, the loss) wait in the clock and are handed to the
+    # core in bursts (at the commit cadence, before other records, at flush/close): one
+    # burst runs with warm caches, where one call per step found them cold after the
+    # model's forward and backward and cost several times more. Training thread only.
     def _commit_loop(self) -> None:
         w = self._writer
         try:
@@ -190,41 +198,7 @@ class Saving:
 
     # ============================================================================== storage
     def _account(self, coll: str, nbytes: int) -> None:
-        if not nbytes:
-            return
-        self._bytes_estimate += nbytes
-        self._bytes_by_collection[coll] = self._bytes_by_collection.get(coll, 0) + nbytes
-        budget = self.storage_budget_bytes
-        if not budget:
-            return
-        if not self._raw_disabled and self._bytes_estimate >= budget * 0.9:
-            self._raw_disabled = True
-            self._warn_once("budget", f"trainscope: storage budget {budget} bytes nearly used "
-                            f"({self._bytes_estimate} bytes); raw tensors are no longer saved")
-        if not self._bytes_projected_warned:
-            # A collection's bytes per save are those of its first save step; the projection
-            # only grows when those do.
-            if self._first_save_step.setdefault(coll, self.step_count) != self.step_count:
-                return
-            self._first_save_bytes[coll] = self._first_save_bytes.get(coll, 0) + nbytes
-            if self._projected_bytes() > budget:
-                self._bytes_projected_warned = True
-                self._warn_once("projection", (
-                    f"trainscope: this configuration projects to {self._projected_bytes() / GB:.1f} GB "
-                    f"over {self.expected_steps} steps, past the budget of {budget / GB:.1f} GB "
-                    "(storage_budget_bytes); raw tensors will be dropped first"))
-
-    def _projected_bytes(self) -> int:
-        total = 0
-        by_name = {c.name: c for c in self.collections}
-        for coll, b in self._first_save_bytes.items():
-            c = by_name.get(coll)
-            interval = c.interval(self.save_interval) if c is not None else self.save_interval
-            saves = self.expected_steps // interval + 1
-            if c is not None and c.save_steps is not None:
-                saves = len(c.save_steps)
-            total += b * saves
-        return total
+        self._storage.add(coll, nbytes, self.step_count, self.collections, self.save_interval)
 
     def _project_storage(self) -> None:
         """At registration: bytes per save of weights/biases/gradients (known shapes)."""
@@ -235,15 +209,8 @@ class Saving:
             for pname, _ in list(t.get("param", ())) + list(t.get("grad", ())):
                 b += (SUMMARY_BYTES if c.reductions else 0) + (sizes.get(pname, 0) if c.raw else 0)
             if b and c.source in ("param", "grad"):  # sizes fully known: no need to observe
-                self._first_save_bytes[c.name] = b
-                self._first_save_step[c.name] = -1
-        budget = self.storage_budget_bytes
-        if budget and not self._bytes_projected_warned and self._projected_bytes() > budget:
-            self._bytes_projected_warned = True
-            self._warn_once("projection", (
-                f"trainscope: this configuration projects to {self._projected_bytes() / GB:.1f} GB "
-                f"over {self.expected_steps} steps, past the budget of {budget / GB:.1f} GB "
-                "(storage_budget_bytes); raw tensors will be dropped first"))
+                self._storage.per_save(c.name, b)
+        self._storage.check_projection(self.collections, self.save_interval)
 
     def _warn_once(self, key: str, message: str) -> None:
         if ("warn", key) in self._errors:

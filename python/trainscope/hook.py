@@ -50,10 +50,11 @@ from ._loader import _TimedLoader
 from ._modes import Mode, TrainingStopped
 from ._profiler import ProfilerConfig
 from ._run import RunLifecycle, _register_atexit, _require_torch, _set_eval_frame, _worker_rank
-from ._saving import GB, Saving
+from ._saving import Saving
 from ._schedule import SaveSchedule
 from ._step_clock import (CALLBACK_LOSS, COUNTER_LOSS_NEXT, COUNTER_MODE_STEPS, COUNTER_NEXT_SAVE,
                           MODES, ClockUpcalls, _clock_field, _ModeArray, _now_us)
+from ._storage import GB, StorageAccount
 from .collection import as_collections
 # Names importable from here as before the hook was split into the modules above:
 from ._capture import (_Plan, _is_dtensor, _merge, _modules_of,  # noqa: F401,E402
@@ -106,6 +107,15 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
     # ---- step state, kept by the C step clock (see __init__) -----------------------------
     step_count = _clock_field("step", "The global step (the current one).")
     record_phases = _clock_field("record_phases", "Time forward, backward and optimizer.")
+
+    storage_budget_bytes = property(
+        lambda self: self._storage.budget_bytes,
+        lambda self, v: setattr(self._storage, "budget_bytes", v),
+        doc="Byte budget of this worker's stream (the StorageAccount's).")
+    expected_steps = property(
+        lambda self: self._storage.expected_steps,
+        lambda self, v: setattr(self._storage, "expected_steps", v),
+        doc="Steps the storage projection assumes.")
 
     @property
     def mode(self) -> Mode:
@@ -189,14 +199,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         self._seen_outputs: set = set()
         self._cpu_batch: List[tuple] = []
         self._unaccounted: Dict[str, int] = {}  # summary bytes queued, by collection
-        # Records from this thread are staged in the core (Writer.staging) and handed to the
-        # writer thread in bursts by a committer thread every commit_interval_ms (and at
-        # flush/close): waking an idle writer thread for every step's first record costs far
-        # more than the record itself on a busy machine.
-        # Records of every step (StepRecord, the loss) wait in the clock and are handed to the
-        # core in bursts (at the commit cadence, before other records, at flush/close): one
-        # burst runs with warm caches, where one call per step found them cold after the
-        # model's forward and backward and cost several times more. Training thread only.
+        # committing in bursts: see Saving._commit_loop
         self._owner_thread = threading.get_ident()
         self._committer = None
         self._committer_stop = threading.Event()
@@ -205,19 +208,13 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         # copies from the device still landing in host memory, each with what writes it
         # (FIFO, so each series stays in step order): see _device_stats.HostCopy
         self._host_copies: "deque[tuple]" = deque()
-        self._bytes_projected_warned = False
-        self._bytes_estimate = 0
-        self._bytes_by_collection: Dict[str, int] = {}
-        self._first_save_bytes: Dict[str, int] = {}
-        self._first_save_step: Dict[str, int] = {}
-        self._raw_disabled = False
         self._clock.stop_check_ns = args["stop_check_interval_ms"] * 1_000_000
         self.record_phases = args["record_phases"]
         self.device_stats = args["device_stats"]
         self._clock.loss_on_device = self.device_stats == "torch"
         self.save_interval = args["save_interval"]
-        self.storage_budget_bytes = args["storage_budget_bytes"]
-        self.expected_steps = args["expected_steps"]
+        self._storage = StorageAccount(args["storage_budget_bytes"], args["expected_steps"],
+                                       self._warn_once)
         self.profiler = profiler
         self._clock.profile_start_step = int(profiler.start_step) if profiler is not None else -1
         self._system_monitor_interval_ms = args["system_monitor_interval_ms"]
@@ -504,9 +501,10 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
     def storage_estimate(self) -> dict:
         """Bytes written so far (estimate) and per collection, and the projection for
         expected_steps with the current configuration."""
-        return {"bytes": self._bytes_estimate, "by_collection": dict(self._bytes_by_collection),
-                "projected_bytes": self._projected_bytes(),
-                "budget_bytes": self.storage_budget_bytes}
+        s = self._storage
+        return {"bytes": s.bytes, "by_collection": dict(s.by_collection),
+                "projected_bytes": s.projected(self.collections, self.save_interval),
+                "budget_bytes": s.budget_bytes}
 
     def writer_stats(self) -> Optional[dict]:
         try:
