@@ -31,24 +31,48 @@ What happens then, in order:
 Anything that fails here is caught: the training runs on unmonitored and the reason is
 written to ``RUN/instrument/<pid>.json`` (and the worker's stream when a hook exists), which
 ``trainscope run`` prints and records at the end.
+
+The parts: this file (the bootstrap's entry, the import watcher, the patches, the hook and its
+step boundaries, failure and exit), _autorun_search.py (finding the model and the optimizer)
+and _autorun_loss.py (the loss), each loaded as a standalone module (_load_part).
 """
 import json
 import os
-import re
 import sys
 import threading
 import time
 import weakref
 from types import SimpleNamespace as types_ns
 
+
+def _load_part(name: str):
+    """A sibling file of this one (the parts of zero-code capture), loaded like this one: as a
+    standalone module, without importing the trainscope package."""
+    import importlib.util
+    full = f"_trainscope{name}"
+    module = sys.modules.get(full)
+    if module is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        spec = importlib.util.spec_from_file_location(full, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[full] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(full, None)
+            raise
+    return module
+
+
+_search = _load_part("_autorun_search")
+_loss = _load_part("_autorun_loss")
+MAX_FORWARDS_WITHOUT_STEP = _search.MAX_FORWARDS_WITHOUT_STEP
+MAX_CANDIDATES = _search.MAX_CANDIDATES
+_undo_accumulation_scale = _loss._undo_accumulation_scale
+
 # The exit status of a training that zero-code capture stopped because a stop was requested
 # (sysexits' EX_CONFIG + 2; trainscope.checkpoint.PREEMPTED_EXIT_CODE is 75).
 STOPPED_EXIT_CODE = 76
-# Outermost forward calls without any optimizer step after which the search gives up (an
-# inference script): the process-wide forward hooks slow every module call while they exist.
-MAX_FORWARDS_WITHOUT_STEP = 20_000
-# Outermost modules remembered as candidates (the first ones seen).
-MAX_CANDIDATES = 32
 
 _state = None  # the one _AutoCapture of this process
 
@@ -143,7 +167,8 @@ class _TorchImportWatcher:
         return None
 
 
-class _AutoCapture:
+class _AutoCapture(_search._ModelSearch, _loss._LossCapture):
+
     def __init__(self, run_dir: str):
         self.run_dir = run_dir
         self.creating = False      # making our own Hook (its yield_to call is ours)
@@ -227,175 +252,6 @@ class _AutoCapture:
         self._fwd_handles.clear()
         self._handles.clear()
 
-    # ------------------------------------------------------------------------ the search
-    def _fwd_pre(self, module, args):
-        if self._depth == 0:
-            self._forwards += 1
-            key = id(module)
-            if key not in self._candidates and len(self._candidates) < MAX_CANDIDATES:
-                self._candidates[key] = weakref.ref(module)
-            if self._forwards > MAX_FORWARDS_WITHOUT_STEP and self.hook is None:
-                self._give_up_search()
-        self._depth += 1
-
-    def _fwd_post(self, module, args, output):
-        if self._depth > 0:
-            self._depth -= 1
-
-    def _give_up_search(self) -> None:
-        for h in self._fwd_handles:
-            h.remove()
-        self._fwd_handles.clear()
-        self._candidates.clear()
-        self._status = {"state": "searching",
-                        "message": f"{MAX_FORWARDS_WITHOUT_STEP} forward calls without an "
-                                   "optimizer step: stopped looking at forward calls"}
-        self._report()
-
-    def _modules(self):
-        """Candidate models: outermost modules run so far, then nn.Modules in __main__."""
-        import torch
-        seen = {}
-        for key, ref in self._candidates.items():
-            m = ref()
-            if m is not None:
-                seen[key] = (m, "")
-        main = sys.modules.get("__main__")
-        for name, v in list(getattr(main, "__dict__", {}).items()):
-            if isinstance(v, torch.nn.Module):
-                if id(v) in seen:
-                    seen[id(v)] = (seen[id(v)][0], name)
-                else:
-                    seen[id(v)] = (v, name)
-        return list(seen.values())
-
-    def _matches(self, module, var: str) -> bool:
-        rx = self.model_regex
-        if not rx:
-            return True
-        return bool(re.search(rx, type(module).__name__) or (var and re.search(rx, var)))
-
-    def _choose(self, optimizer):
-        """(model, var name, candidates) for this optimizer, or None to wait for another."""
-        params = {id(p) for g in optimizer.param_groups for p in g["params"]}
-        best, best_key, described = None, None, []
-        for module, var in self._modules():
-            own = [p for p in module.parameters()]
-            overlap = sum(1 for p in own if id(p) in params)
-            described.append(f"{var or type(module).__name__} ({type(module).__name__}, "
-                             f"{len(own)} tensors, {overlap} stepped by this optimizer)")
-            if overlap == 0 or not self._matches(module, var):
-                continue
-            key = (overlap, len(own))
-            if best_key is None or key > best_key:
-                best, best_key = (module, var), key
-        if best is None and self.model_regex:
-            return None, described
-        if best is not None and not self.model_regex:
-            best = (self._climb(best[0], params), best[1])
-        return best or (None, ""), described
-
-    @staticmethod
-    def _climb(module, params: set):
-        """The outermost module holding `module` that adds no parameter the optimizer does not
-        step: Lightning runs `training_step`, so the module seen running is the
-        LightningModule's submodule, and the whole LightningModule is what a script would
-        register. Found once through the garbage collector's referrers (a parent holds its
-        children in its `_modules` dict)."""
-        import gc
-        import torch
-        cur = module
-        for _ in range(8):
-            parent = None
-            for d in gc.get_referrers(cur):
-                if not isinstance(d, dict) or not any(v is cur for v in d.values()):
-                    continue
-                for owner in gc.get_referrers(d):
-                    if isinstance(owner, torch.nn.Module) and \
-                            getattr(owner, "_modules", None) is d:
-                        parent = owner
-                    elif isinstance(owner, dict) and owner.get("_modules") is d:
-                        # the parent's __dict__ holds the _modules dict
-                        parent = next((o for o in gc.get_referrers(owner)
-                                       if isinstance(o, torch.nn.Module)
-                                       and getattr(o, "__dict__", None) is owner), None)
-                    if parent is not None:
-                        break
-                if parent is not None:
-                    break
-            if parent is None:
-                return cur
-            if any(id(p) not in params for p in parent.parameters()) and \
-                    all(id(p) in params for p in cur.parameters()):
-                return cur  # the parent holds parameters this optimizer does not train
-            if sum(1 for p in parent.parameters() if id(p) not in params) > \
-                    sum(1 for p in cur.parameters() if id(p) not in params):
-                return cur
-            cur = parent
-        return cur
-
-    # ------------------------------------------------------------------ per-step callbacks
-    def _wrap_backward(self, orig):
-        auto = self
-
-        def backward(tensors, *args, **kwargs):
-            if not auto.done:
-                try:
-                    auto._on_backward(tensors)
-                except Exception as e:  # noqa: BLE001
-                    auto._fail("reading the loss", e)
-            return orig(tensors, *args, **kwargs)
-        backward.__wrapped__ = orig
-        backward.__doc__ = orig.__doc__
-        return backward
-
-    def _on_backward(self, tensors) -> None:
-        t = tensors
-        if isinstance(t, (list, tuple)):
-            if len(t) != 1:
-                return
-            t = t[0]
-        if getattr(t, "numel", None) is None or t.numel() != 1 or not t.requires_grad:
-            return
-        hook = self.hook
-        if hook is not None:  # backward_us runs from here to optimizer.step()
-            hook._clock.mark_backward_start(time.perf_counter_ns())
-        sc = self._scaled
-        if sc is not None and sc[1] == id(t):
-            scaler = sc[0]()
-            t = sc[2]
-            self._scaled = None
-            if scaler is not None and self._scaler is None:
-                self._scaler_seen = scaler
-        fn = t.grad_fn
-        scale = None  # (node name, the constant), read now: backward frees saved tensors
-        if fn is not None and fn.__class__.__name__ in _SCALE_NODES:
-            try:
-                scale = (fn.__class__.__name__, fn._saved_other)
-            except Exception:  # noqa: BLE001 - nothing saved
-                scale = None
-        self._pending.append((t.detach(), scale))
-        if len(self._pending) > 64:  # backward without optimizer steps: keep the newest
-            del self._pending[:-64]
-
-    def _wrap_scale(self, orig):
-        auto = self
-
-        def scale(scaler, outputs):
-            out = orig(scaler, outputs)
-            try:
-                if not auto.done and getattr(outputs, "numel", None) is not None \
-                        and outputs.numel() == 1:
-                    auto._scaled = (weakref.ref(scaler), id(out), outputs)
-            except Exception:  # noqa: BLE001
-                pass
-            return out
-        scale.__wrapped__ = orig
-        scale.__doc__ = orig.__doc__
-        return scale
-
-    _scaler_seen = None
-
     def _wrap_next(self, orig):
         auto = self
 
@@ -465,59 +321,7 @@ class _AutoCapture:
 
     _first_boundary = False
     _deferred = None  # the optimizer whose first step found no model before it ran
-
-    def _note_optimizer(self, optimizer) -> None:
-        if all(r() is not optimizer for r in self._seen_optimizers):
-            self._seen_optimizers.append(weakref.ref(optimizer))
-
-    def _feed_losses(self) -> None:
-        hook = self.hook
-        if hook is None or not self._pending:
-            return
-        pending, self._pending = self._pending, []
-        n = len(pending)
-        for t, scale in pending:
-            if n > 1 and scale is not None:
-                t = _undo_accumulation_scale(t, scale, n)
-            self._on_loss(t)
-
     # ------------------------------------------------------------- the hook and its steps
-    def _optimizers(self, stepping) -> list:
-        """Optimizers known now: the one stepping, those stepped before, those in __main__."""
-        import torch
-        out = [stepping]
-        for r in self._seen_optimizers:
-            o = r()
-            if o is not None and all(o is not k for k in out):
-                out.append(o)
-        main = sys.modules.get("__main__")
-        for v in list(getattr(main, "__dict__", {}).values()):
-            if isinstance(v, torch.optim.Optimizer) and all(v is not k for k in out):
-                out.append(v)
-        return out
-
-    def _pick(self, stepping, final: bool = True):
-        """(optimizer, (model, var), described) of the largest model an optimizer trains, or
-        (None, None, described) when --model-regex matches none of them yet."""
-        best, best_size, first_described = None, -1, None
-        for opt in self._optimizers(stepping):
-            chosen, described = self._choose(opt)
-            if first_described is None:
-                first_described = described
-            if chosen is None or chosen[0] is None:
-                continue
-            size = sum(p.numel() for g in opt.param_groups for p in g["params"])
-            if size > best_size:
-                best, best_size = (opt, chosen, described), size
-        if best is not None:
-            return best
-        if self.model_regex:
-            return None, None, first_described or []
-        if not final:  # look again when this step has run (a closure may run the model)
-            self._deferred = stepping
-            return None, None, first_described or []
-        return stepping, (None, ""), first_described or []
-
     def _start(self, stepping, final: bool = True) -> bool:
         """Chooses the model and the optimizer and creates the Hook. False: not now."""
         optimizer, chosen, described = self._pick(stepping, final)
@@ -556,7 +360,8 @@ class _AutoCapture:
         # per loss instead of three
         index = len(hook._loss_names) - 1
         if index >= 0 and hook._loss_names[index] == "losses/loss":
-            on_output = hook._clock.callback(2, index)
+            from trainscope._step_clock import CALLBACK_LOSS
+            on_output = hook._clock.callback(CALLBACK_LOSS, index)
             self._on_loss = lambda t: on_output(None, (), t)
         else:
             self._on_loss = loss_fn
@@ -714,27 +519,6 @@ class _AutoCapture:
 
     def _report(self) -> None:
         _write_status(self.run_dir, self._status)
-
-
-_SCALE_NODES = ("DivBackward0", "MulBackward0")
-
-
-def _undo_accumulation_scale(t, scale, n: int):
-    """Gradient accumulation over n backward calls usually calls ``(loss / n).backward()``
-    (or ``loss * (1 / n)``): the loss is then the value before that division, the one the
-    script computes and prints. Any other scaling is left as it is."""
-    node, other = scale
-    try:
-        if not other.is_cpu or other.numel() != 1:  # reading it would wait for the device
-            return t
-        other = float(other)
-    except Exception:  # noqa: BLE001
-        return t
-    if node == "DivBackward0" and other == n:
-        return t * n
-    if node == "MulBackward0" and abs(other * n - 1.0) < 1e-6:
-        return t * n
-    return t
 
 
 class _Raw:
