@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/collections.h"
+#include "trainscope/schedule.h"
 #include "trainscope/stats.h"
 #include "trainscope/status.h"
 #include "trainscope/types.h"
@@ -35,44 +37,18 @@
 
 namespace trainscope {
 
-// When a collection saves. Steps are counted per mode (mode_step); a step s is saved when
-// start_step <= s, (end_step < 0 or s < end_step), the mode is allowed, and either s is in
-// save_steps or (save_steps is empty and s % save_interval == 0).
-struct SaveConfig {
-  int64_t save_interval = 100;
-  std::vector<int64_t> save_steps;  // explicit steps; when given, save_interval is not used
-  int64_t start_step = 0;
-  int64_t end_step = -1;    // exclusive; -1: no end
-  std::vector<Mode> modes;  // empty: every mode
-
-  bool ShouldSave(int64_t mode_step, Mode mode) const;
-  // The smallest step >= from that ShouldSave() accepts in `mode`, or -1 if none.
-  int64_t NextSaveStep(int64_t from, Mode mode) const;
-};
-
-struct CollectionConfig {
-  std::string name;           // "gradients", "weights", "losses", ... or a custom name
-  std::string include_regex;  // optional extra selection (ECMAScript, searched in the name)
-  SaveConfig save;
-  bool reductions = true;     // save TensorStats summaries
-  bool raw = false;           // save the raw tensor too
-  int histogram_buckets = 0;  // add a histogram to summaries (0: none)
-};
-
 struct SessionOptions {
   std::string out_dir;  // the run directory
   int rank = 0;         // stream "worker-<rank>"
   int64_t save_interval = 100;
-  // Empty: the defaults — losses and scalars every step; weights, biases and gradients as
-  // summaries every save_interval steps.
+  // Empty: the defaults (collections.h) — losses and scalars every step; weights and
+  // gradients as summaries every save_interval steps.
   std::vector<CollectionConfig> collections;
   std::string run_name;
   std::vector<std::string> command;
   std::string framework = "libtorch";
   WriterOptions writer;  // run_dir and stream are filled in by Open
 };
-
-std::vector<CollectionConfig> DefaultCollections(int64_t save_interval);
 
 class Session {
  public:

@@ -8,39 +8,6 @@
 
 namespace trainscope {
 
-bool SaveConfig::ShouldSave(int64_t s, Mode mode) const {
-  if (s < start_step || (end_step >= 0 && s >= end_step)) return false;
-  if (!modes.empty() && std::find(modes.begin(), modes.end(), mode) == modes.end()) return false;
-  if (!save_steps.empty())
-    return std::find(save_steps.begin(), save_steps.end(), s) != save_steps.end();
-  return save_interval > 0 && s % save_interval == 0;
-}
-
-int64_t SaveConfig::NextSaveStep(int64_t from, Mode mode) const {
-  if (!modes.empty() && std::find(modes.begin(), modes.end(), mode) == modes.end()) return -1;
-  int64_t s = std::max(from, start_step);
-  int64_t best = -1;
-  if (!save_steps.empty()) {
-    for (int64_t c : save_steps) {
-      if (c >= s && (best < 0 || c < best)) best = c;
-    }
-  } else if (save_interval > 0) {
-    best = (s + save_interval - 1) / save_interval * save_interval;
-  }
-  if (best >= 0 && end_step >= 0 && best >= end_step) return -1;
-  return best;
-}
-
-std::vector<CollectionConfig> DefaultCollections(int64_t save_interval) {
-  SaveConfig every{.save_interval = 1};
-  SaveConfig periodic{.save_interval = save_interval};
-  return {
-      {.name = "losses", .save = every},       {.name = "scalars", .save = every},
-      {.name = "weights", .save = periodic},   {.name = "biases", .save = periodic},
-      {.name = "gradients", .save = periodic},
-  };
-}
-
 Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
   if (options.out_dir.empty()) return Status::InvalidArgument("SessionOptions.out_dir is empty");
   if (options.save_interval <= 0)
@@ -51,9 +18,7 @@ Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
   for (const auto& c : options.collections) {
     if (c.name.empty() || c.name.find('/') != std::string::npos)
       return Status::InvalidArgument("collection name '" + c.name + "' must be non-empty, no '/'");
-    if (c.save.save_interval <= 0 && c.save.save_steps.empty())
-      return Status::InvalidArgument("collection '" + c.name +
-                                     "': save_interval must be positive or save_steps given");
+    TS_RETURN_IF_ERROR(c.save.Validate(c.name));
     Collection col{c, c.name + "/", {}, !c.include_regex.empty()};
     if (col.has_regex) {
       try {
