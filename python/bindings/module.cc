@@ -11,6 +11,7 @@ PYBIND11_MODULE(_core, m) {
   pyb::InitReader(m);
   pyb::InitStepClock(m);
   pyb::InitSchedule(m);
+  pyb::InitCheckpoint(m);
 #ifdef TS_PY_HAVE_RULES
   pyb::InitRules(m);
   m.attr("HAVE_RULES") = true;

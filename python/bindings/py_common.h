@@ -44,5 +44,6 @@ void InitRules(py::module_& m);
 void InitSysmon(py::module_& m);
 void InitStepClock(py::module_& m);
 void InitSchedule(py::module_& m);
+void InitCheckpoint(py::module_& m);
 
 }  // namespace trainscope::pyb
