@@ -13,6 +13,8 @@
 //   }
 //   session->Close();
 //
+// The run's lifecycle (run.json, this rank's stream, the system sampler, in-process rules, stop
+// requests, run_end) is the TrainingRuntime's (runtime.h), the same one the Python hook drives.
 // Collections decide what is saved and when: a tensor belongs to collection C when its name
 // starts with "C/" or matches C's include regex. Summaries (TensorStats) are computed on the
 // calling thread (one pass, no allocation) and handed to the Writer's queue; raw tensors are
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "trainscope/collections.h"
+#include "trainscope/runtime.h"
 #include "trainscope/schedule.h"
 #include "trainscope/stats.h"
 #include "trainscope/status.h"
@@ -48,6 +51,11 @@ struct SessionOptions {
   std::vector<std::string> command;
   std::string framework = "libtorch";
   WriterOptions writer;  // run_dir and stream are filled in by Open
+  // The system sampler into this rank's stream (0: none; the Python hook's default is 500).
+  int64_t system_monitor_interval_ms = 0;
+  // In-process rules ({"rules":[...]}, docs/rules.md; empty: none): a stop_training firing
+  // makes ShouldStop() true at once.
+  std::string rules_json;
 };
 
 class Session {
@@ -80,13 +88,15 @@ class Session {
   void RestoreSteps(int64_t global, int64_t train, int64_t eval, int64_t predict);
   // Records a generic event (checkpoint, annotation...).
   void Event(const std::string& kind, const std::string& json = "{}");
-  // True once a stop was requested through RUN/control/stop.json (checked at most every 50 ms).
+  // True once a stop was requested: through RUN/control/stop.json (checked at most every
+  // 50 ms) or by an in-process rule's stop_training action.
   bool ShouldStop();
 
   Status Close();
-  Writer* writer() { return writer_.get(); }
-  const std::string& run_dir() const { return run_dir_; }
-  const std::string& worker() const { return worker_; }
+  Writer* writer() { return runtime_->writer(); }
+  TrainingRuntime* runtime() { return runtime_.get(); }
+  const std::string& run_dir() const { return runtime_->run_dir(); }
+  const std::string& worker() const { return runtime_->stream(); }
 
  private:
   struct Collection {
@@ -98,17 +108,14 @@ class Session {
   Session() = default;
   const Collection* Match(const std::string& name, bool* wants_now) const;
 
-  std::string run_dir_;
-  std::string worker_;
-  std::unique_ptr<Writer> writer_;
+  std::unique_ptr<TrainingRuntime> runtime_;
   std::vector<Collection> collections_;
   std::atomic<Mode> mode_{Mode::kTrain};
   std::atomic<int64_t> step_{0};
   std::atomic<int64_t> mode_steps_[3] = {0, 0, 0};
   int64_t step_start_us_ = 0;
   int64_t phases_[4] = {-1, -1, -1, -1};
-  int64_t last_stop_check_us_ = 0;
-  bool stop_ = false;
+  bool stop_ = false;  // stop_honoured recorded
   bool closed_ = false;
 };
 

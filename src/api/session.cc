@@ -30,10 +30,12 @@ Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
     }
     s->collections_.push_back(std::move(col));
   }
-  RunManifest m;
-  m.name = options.run_name;
-  m.command = options.command;
-  m.framework = options.framework;
+  RuntimeOptions ro;
+  ro.run_dir = options.out_dir;
+  ro.stream = "worker-" + std::to_string(options.rank);
+  ro.manifest.name = options.run_name;
+  ro.manifest.command = options.command;
+  ro.manifest.framework = options.framework;
   nlohmann::json cfg;
   cfg["save_interval"] = options.save_interval;
   for (const auto& c : options.collections) {
@@ -46,16 +48,14 @@ Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
                                   {"reductions", c.reductions},
                                   {"raw", c.raw}});
   }
-  m.config_json = cfg.dump();
-  TS_RETURN_IF_ERROR(CreateOrOpenRun(options.out_dir, &m));
-  WriterOptions wo = options.writer;
-  wo.run_dir = options.out_dir;
-  wo.stream = "worker-" + std::to_string(options.rank);
-  auto w = Writer::Open(wo);
-  if (!w.ok()) return w.status();
-  s->writer_ = std::move(w).value();
-  s->run_dir_ = options.out_dir;
-  s->worker_ = wo.stream;
+  ro.manifest.config_json = cfg.dump();
+  ro.writer = options.writer;
+  ro.system_monitor_interval_ms = options.system_monitor_interval_ms;
+  ro.rules_json = options.rules_json;
+  ro.stop_check_interval_ms = 50;
+  auto rt = TrainingRuntime::Open(std::move(ro));
+  if (!rt.ok()) return rt.status();
+  s->runtime_ = std::move(rt).value();
   s->step_start_us_ = NowMicros();
   return s;
 }
@@ -116,7 +116,7 @@ bool Session::SaveTensor(const std::string& name, const void* data, size_t count
     h.buckets = c->config.histogram_buckets;
     r.stats = ComputeStats(data, count, dtype, h);
     r.wall_us = NowMicros();
-    ok &= writer_->AddSummary(std::move(r));
+    ok &= writer()->AddSummary(std::move(r));
   }
   if (c->config.raw) {
     RawTensorRecord r{name,
@@ -127,7 +127,7 @@ bool Session::SaveTensor(const std::string& name, const void* data, size_t count
                       shape,
                       std::string(static_cast<const char*>(data), count * DTypeSize(dtype)),
                       NowMicros()};
-    ok &= writer_->AddRawTensor(std::move(r));
+    ok &= writer()->AddRawTensor(std::move(r));
   }
   return ok;
 }
@@ -138,7 +138,7 @@ bool Session::SaveScalar(const std::string& name, double value) {
   bool now;
   const Collection* c = Match(full, &now);
   if (!c || !now) return false;
-  return writer_->AddScalar({full, step(), mode(), mode_step(), value, NowMicros()});
+  return writer()->AddScalar({full, step(), mode(), mode_step(), value, NowMicros()});
 }
 
 void Session::SetStepPhases(int64_t data_wait_us, int64_t forward_us, int64_t backward_us,
@@ -153,7 +153,7 @@ void Session::Step() {
   if (closed_) return;
   int64_t now = NowMicros();
   Mode m = mode();
-  writer_->AddStep({step(), m, mode_step(), step_start_us_, now, phases_[0], phases_[1], phases_[2],
+  writer()->AddStep({step(), m, mode_step(), step_start_us_, now, phases_[0], phases_[1], phases_[2],
                     phases_[3]});
   std::fill(std::begin(phases_), std::end(phases_), -1);
   step_start_us_ = now;
@@ -170,33 +170,28 @@ void Session::RestoreSteps(int64_t global, int64_t train, int64_t eval, int64_t 
 }
 
 void Session::Event(const std::string& kind, const std::string& json) {
-  if (!closed_) writer_->AddEvent({kind, NowMicros(), json.empty() ? "{}" : json});
+  if (!closed_) runtime_->Event(kind, json);
 }
 
 bool Session::ShouldStop() {
   if (stop_) return true;
-  int64_t now = NowMicros();
-  if (now - last_stop_check_us_ < 50000) return false;
-  last_stop_check_us_ = now;
   std::string reason;
-  if (StopRequested(run_dir_, &reason)) {
-    stop_ = true;
-    Log(LogLevel::kWarning,
-        "stop requested for " + run_dir_ + (reason.empty() ? "" : ": " + reason));
-    Event("stop_honoured", nlohmann::json{{"step", step()}, {"reason", reason}}.dump());
-  }
-  return stop_;
+  if (closed_ || !runtime_->PollStop(step(), &reason)) return false;
+  stop_ = true;
+  Log(LogLevel::kWarning,
+      "stop requested for " + run_dir() + (reason.empty() ? "" : ": " + reason));
+  Event("stop_honoured", nlohmann::json{{"step", step()}, {"reason", reason}}.dump());
+  return true;
 }
 
 Status Session::Close() {
-  if (closed_ || !writer_) return Status::OK();
+  if (closed_ || !runtime_) return Status::OK();
   nlohmann::json j{{"steps", step()},
                    {"train_steps", mode_steps_[0].load()},
                    {"eval_steps", mode_steps_[1].load()},
                    {"predict_steps", mode_steps_[2].load()}};
-  writer_->AddEvent({"run_end", NowMicros(), j.dump()});
   closed_ = true;
-  return writer_->Close();
+  return runtime_->Close(j.dump());
 }
 
 }  // namespace trainscope
