@@ -47,31 +47,20 @@ void InitCheckpoint(py::module_& m) {
       "fsync, uncommit the record it replaces, rename to DIR/ckpt-<step>.pt, fsync DIR.");
   m.def(
       "commit_checkpoint",
-      [](const std::string& dir, int64_t step, int64_t global_step, uint64_t bytes,
-         uint32_t crc32c, int64_t wall_us, const std::string& reason,
-         const std::string& front_end, const std::string& extra_json) {
-        CheckpointRecord r;
-        r.step = step;
-        r.global_step = global_step;
-        r.bytes = bytes;
-        r.has_crc32c = true;
-        r.crc32c = crc32c;
-        r.wall_us = wall_us;
-        r.reason = reason;
-        r.front_end = front_end;
-        r.extra_json = extra_json;
+      [](const std::string& dir, const std::string& record_json) {
+        auto r = ParseCheckpointRecord(record_json);  // the record is checked before it commits
+        if (!r.ok()) ThrowStatus(r.status());
         Status s;
         {
           py::gil_scoped_release release;
-          s = CommitCheckpoint(dir, r);
+          s = CommitCheckpoint(dir, *r);
         }
         if (!s.ok()) ThrowStatus(s);
-        return RecordJson(r);
+        return RecordJson(*r);
       },
-      py::arg("dir"), py::arg("step"), py::arg("global_step"), py::arg("bytes"),
-      py::arg("crc32c"), py::arg("wall_us"), py::arg("reason"), py::arg("front_end") = "pytorch",
-      py::arg("extra_json") = "{}",
-      "Writes the commit record (atomically): the checkpoint exists from then on. Returns it.");
+      py::arg("dir"), py::arg("record_json"),
+      "Writes the commit record (a JSON object, format.md §10; atomically): the checkpoint "
+      "exists from then on. Returns it as read back.");
   m.def(
       "read_checkpoint_record",
       [](const std::string& path) {

@@ -12,6 +12,7 @@ PYBIND11_MODULE(_core, m) {
   pyb::InitStepClock(m);
   pyb::InitSchedule(m);
   pyb::InitCheckpoint(m);
+  pyb::InitRuntime(m);
 #ifdef TS_PY_HAVE_RULES
   pyb::InitRules(m);
   m.attr("HAVE_RULES") = true;

@@ -45,5 +45,6 @@ void InitSysmon(py::module_& m);
 void InitStepClock(py::module_& m);
 void InitSchedule(py::module_& m);
 void InitCheckpoint(py::module_& m);
+void InitRuntime(py::module_& m);
 
 }  // namespace trainscope::pyb

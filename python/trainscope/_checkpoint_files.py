@@ -62,9 +62,11 @@ def write_checkpoint(dir: str, step: int, pid: int, save: Callable, stage: Calla
     stage("payload", tmp)
     _core.install_checkpoint_data(dir, tmp, step)  # fsync, uncommit a replaced one, rename
     stage("renamed", pt)
-    meta = _core.commit_checkpoint(dir, step, global_step, w.digest.bytes, w.digest.crc32c,
-                                   wall_us, reason, "pytorch", json.dumps(extra))
-    return pt, meta
+    record = dict(format=FORMAT, version=VERSION, step=step, global_step=global_step,
+                  file=os.path.basename(pt), bytes=w.digest.bytes,
+                  crc32c=f"{w.digest.crc32c:08x}", wall_us=wall_us, reason=reason,
+                  front_end="pytorch", **extra)
+    return pt, _core.commit_checkpoint(dir, json.dumps(record))
 
 
 def list_checkpoints(dir: str) -> List[dict]:

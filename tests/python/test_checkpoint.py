@@ -121,6 +121,26 @@ def test_corrupt_torn_and_uncommitted_checkpoints_are_skipped(tmp_path, run_dir)
     assert run.events("resumed")[0]["from_step"] == 2
 
 
+def _checkpoints_with_weight_values(tmp_path, n):
+    """Checkpoints 1..n of a tiny model whose first weight is s in checkpoint s + 1."""
+    model, opt = _tiny_model()
+    d = str(tmp_path / "ck")
+    c = ts.Checkpointer(d, model, opt, every_steps=1, keep_last=10, handle_preemption=False)
+    for s in range(n):
+        with torch.no_grad():
+            model[0].weight.fill_(float(s))
+        c.after_step(s)
+    return d
+
+
+def _flip_bytes_in_the_middle(path, n=4):
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        b = f.read(n)
+        f.seek(os.path.getsize(path) // 2)
+        f.write(bytes(x ^ 0xFF for x in b))
+
+
 def _as_previous_version(d, step, libtorch=False):
     """Rewrites checkpoint `step`'s record as the previous version wrote it: Python's version 1
     (sha256, written by checkpoint.py before the core's record) or LibTorch's (crc32c, its own
@@ -145,13 +165,7 @@ def _as_previous_version(d, step, libtorch=False):
 
 
 def test_checkpoints_of_the_previous_version_are_accepted_on_resume(tmp_path):
-    model, opt = _tiny_model()
-    d = str(tmp_path / "ck")
-    c = ts.Checkpointer(d, model, opt, every_steps=1, keep_last=10, handle_preemption=False)
-    for s in range(3):
-        with torch.no_grad():
-            model[0].weight.fill_(float(s))
-        c.after_step(s)            # checkpoints 1..3; weight value s in checkpoint s+1
+    d = _checkpoints_with_weight_values(tmp_path, 3)  # weight value s in checkpoint s+1
     with open(os.path.join(d, "ckpt-000000000003.json")) as f:
         rec = json.load(f)
     assert rec["version"] == 2 and len(rec["crc32c"]) == 8 and "sha256" not in rec
@@ -161,12 +175,7 @@ def test_checkpoints_of_the_previous_version_are_accepted_on_resume(tmp_path):
     assert ts.Checkpointer(d, m2, o2, handle_preemption=False).resume() == 3
     assert float(m2[0].weight[0, 0]) == 2.0
     # a corrupt version 1 record's file is caught by its sha256, as before
-    p3 = os.path.join(d, "ckpt-000000000003.pt")
-    with open(p3, "r+b") as f:
-        f.seek(os.path.getsize(p3) // 2)
-        b = f.read(4)
-        f.seek(os.path.getsize(p3) // 2)
-        f.write(bytes(x ^ 0xFF for x in b))
+    _flip_bytes_in_the_middle(os.path.join(d, "ckpt-000000000003.pt"))
     metas = {m["step"]: m for m in ts.checkpoint.list_checkpoints(d)}
     assert "sha256" in ts.checkpoint.verify_checkpoint(metas[3])
     assert ts.checkpoint.verify_checkpoint(metas[2]) is None   # LibTorch's record: crc32c
