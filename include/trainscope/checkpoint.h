@@ -16,11 +16,13 @@
 //   }
 //
 // Files: ckpt-<step:012d>.pt (a torch::serialize archive: "model", "optimizer", "step",
-// "global_step", "rng_cpu") and ckpt-<step:012d>.json, its commit record (step, bytes,
-// crc32c). Each is written to a temporary file in the same directory, fsynced, renamed, and the
-// directory fsynced; a checkpoint exists once its .json does. Resume() skips checkpoints whose
-// size or CRC-32C does not match the record or that torch::load rejects, in favour of the
-// previous one. keep_last committed checkpoints are kept.
+// "global_step", "rng_cpu") and ckpt-<step:012d>.json, its commit record — the one both front
+// ends write (trainscope/checkpoint_record.h, docs/format.md §10: step, bytes, crc32c...). Each
+// is written to a temporary file in the same directory, fsynced, renamed, and the directory
+// fsynced; a checkpoint exists once its .json does. Resume() skips checkpoints whose size or
+// CRC-32C does not match the record or that torch::load rejects, in favour of the previous one
+// (records of the previous version, "trainscope-checkpoint-libtorch", are accepted).
+// keep_last committed checkpoints are kept.
 //
 // Preemption: InstallPreemptionHandler() makes SIGTERM set a flag (async-signal-safe, chained
 // to the previous handler, ignored in forked children); AfterStep() then checkpoints at once
@@ -36,24 +38,20 @@
 // (LibTorch's c10::Error from save/load is caught).
 #pragma once
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "trainscope/checkpoint_record.h"
 #include "trainscope/session.h"
 #include "trainscope/status.h"
 
@@ -78,89 +76,10 @@ struct CheckpointStats {
 
 namespace checkpoint_internal {
 
-inline uint32_t Crc32c(uint32_t crc, const char* p, size_t n) {
-  static const auto table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i)
-    crc = table[(crc ^ static_cast<uint8_t>(p[i])) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
-
-// CRC-32C and size of a file; false when unreadable.
-inline bool FileCrc(const std::string& path, uint32_t* crc, uint64_t* bytes) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::vector<char> buf(1 << 20);
-  *crc = 0;
-  *bytes = 0;
-  while (f) {
-    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    std::streamsize got = f.gcount();
-    if (got <= 0) break;
-    *crc = Crc32c(*crc, buf.data(), static_cast<size_t>(got));
-    *bytes += static_cast<uint64_t>(got);
-  }
-  return true;
-}
-
-inline Status FsyncPath(const std::string& path, bool dir) {
-  int fd = ::open(path.c_str(), dir ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) return Status::IOError("open " + path + ": " + std::strerror(errno));
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) return Status::IOError("fsync " + path + ": " + std::strerror(err));
-  return Status::OK();
-}
-
-inline Status WriteFileSynced(const std::string& path, const std::string& data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Status::IOError("open " + path + ": " + std::strerror(errno));
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      int err = errno;
-      ::close(fd);
-      return Status::IOError("write " + path + ": " + std::strerror(err));
-    }
-    off += static_cast<size_t>(w);
-  }
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) return Status::IOError("fsync " + path + ": " + std::strerror(err));
-  return Status::OK();
-}
-
 inline int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// The integer after "key": in a flat JSON object; -1 when absent.
-inline int64_t JsonInt(const std::string& json, const std::string& key) {
-  size_t p = json.find("\"" + key + "\":");
-  if (p == std::string::npos) return -1;
-  return std::strtoll(json.c_str() + p + key.size() + 3, nullptr, 10);
-}
-
-inline std::string JsonStr(const std::string& json, const std::string& key) {
-  size_t p = json.find("\"" + key + "\":\"");
-  if (p == std::string::npos) return "";
-  p += key.size() + 4;
-  size_t e = json.find('"', p);
-  return e == std::string::npos ? "" : json.substr(p, e - p);
 }
 
 inline std::string JsonEscape(const std::string& s) {
@@ -257,10 +176,8 @@ class Checkpointer {
   Result<std::string> Save(const std::string& reason = "manual") {
     namespace ci = checkpoint_internal;
     auto t0 = std::chrono::steady_clock::now();
-    char name[32];
-    std::snprintf(name, sizeof(name), "ckpt-%012lld", static_cast<long long>(step_));
-    const std::string base = options_.dir + "/" + name;
-    const std::string pt = base + ".pt", js = base + ".json";
+    const std::string name = CheckpointBaseName(step_);
+    const std::string pt = options_.dir + "/" + name + ".pt";
     const std::string tmp = options_.dir + "/." + name + ".pt.tmp-" + std::to_string(::getpid());
     try {
       torch::serialize::OutputArchive archive;
@@ -285,31 +202,25 @@ class Checkpointer {
       ::unlink(tmp.c_str());
       return Failed("save", std::string("torch::save: ") + e.what());
     }
-    uint32_t crc = 0;
-    uint64_t bytes = 0;
-    if (!ci::FileCrc(tmp, &crc, &bytes)) return Failed("save", "cannot read " + tmp);
-    Status st = ci::FsyncPath(tmp, false);
-    if (st.ok() && ::access(js.c_str(), F_OK) == 0) ::unlink(js.c_str());
-    if (st.ok() && ::rename(tmp.c_str(), pt.c_str()) != 0) {
-      st = Status::IOError("rename " + tmp + ": " + std::strerror(errno));
+    Result<CheckpointDigest> digest = DigestFile(tmp);
+    if (!digest.ok()) {
+      ::unlink(tmp.c_str());
+      return Failed("save", digest.status().message());
     }
-    if (st.ok()) st = ci::FsyncPath(options_.dir, true);
-    char crc_hex[16];
-    std::snprintf(crc_hex, sizeof(crc_hex), "%08x", crc);
-    const std::string meta =
-        "{\"format\":\"trainscope-checkpoint-libtorch\",\"version\":1,\"step\":" +
-        std::to_string(step_) + ",\"bytes\":" + std::to_string(bytes) + ",\"crc32c\":\"" + crc_hex +
-        "\",\"wall_us\":" + std::to_string(ci::NowUs()) + ",\"reason\":\"" +
-        ci::JsonEscape(reason) + "\"}";
-    const std::string jtmp = options_.dir + "/." + name + ".json.tmp-" + std::to_string(::getpid());
-    if (st.ok()) st = ci::WriteFileSynced(jtmp, meta);
-    if (st.ok() && ::rename(jtmp.c_str(), js.c_str()) != 0) {
-      st = Status::IOError("rename " + jtmp + ": " + std::strerror(errno));
-    }
-    if (st.ok()) st = ci::FsyncPath(options_.dir, true);
+    const uint64_t bytes = digest->bytes();
+    CheckpointRecord record;
+    record.step = step_;
+    record.global_step = session_ ? session_->step() : step_;
+    record.bytes = bytes;
+    record.has_crc32c = true;
+    record.crc32c = digest->crc32c();
+    record.wall_us = ci::NowUs();
+    record.reason = reason;
+    record.front_end = "libtorch";
+    Status st = InstallCheckpointData(options_.dir, tmp, step_);
+    if (st.ok()) st = CommitCheckpoint(options_.dir, record);
     if (!st.ok()) {
       ::unlink(tmp.c_str());
-      ::unlink(jtmp.c_str());
       return Failed("save", st.message());
     }
     last_saved_ = step_;
@@ -332,10 +243,9 @@ class Checkpointer {
     namespace ci = checkpoint_internal;
     std::vector<int64_t> steps = CommittedSteps();
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-      char name[32];
-      std::snprintf(name, sizeof(name), "ckpt-%012lld", static_cast<long long>(*it));
+      const std::string name = CheckpointBaseName(*it);
       const std::string pt = options_.dir + "/" + name + ".pt";
-      std::string why = Verify(options_.dir + "/" + name + ".json", pt);
+      std::string why = Verify(options_.dir + "/" + name + ".json");
       if (why.empty()) {
         try {
           torch::serialize::InputArchive archive;
@@ -380,44 +290,19 @@ class Checkpointer {
   }
 
   // Steps of the committed checkpoints (those with a .json record), ascending.
-  std::vector<int64_t> CommittedSteps() const {
-    std::vector<int64_t> out;
-    DIR* d = ::opendir(options_.dir.c_str());
-    if (d == nullptr) return out;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n.size() == 22 && n.rfind("ckpt-", 0) == 0 && n.compare(17, 5, ".json") == 0) {
-        out.push_back(std::strtoll(n.c_str() + 5, nullptr, 10));
-      }
-    }
-    ::closedir(d);
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+  std::vector<int64_t> CommittedSteps() const { return CommittedCheckpointSteps(options_.dir); }
 
  private:
-  std::string Verify(const std::string& js, const std::string& pt) const {
-    namespace ci = checkpoint_internal;
-    std::ifstream f(js);
-    std::string meta((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (meta.empty()) return "unreadable record";
-    uint32_t crc = 0;
-    uint64_t bytes = 0;
-    if (!ci::FileCrc(pt, &crc, &bytes)) return "unreadable checkpoint file";
-    if (static_cast<int64_t>(bytes) != ci::JsonInt(meta, "bytes")) return "size mismatch (torn)";
-    char hex[16];
-    std::snprintf(hex, sizeof(hex), "%08x", crc);
-    if (ci::JsonStr(meta, "crc32c") != hex) return "crc32c mismatch (corrupt)";
-    return "";
+  std::string Verify(const std::string& record_path) const {
+    Result<CheckpointRecord> r = ReadCheckpointRecord(record_path);
+    if (!r.ok()) return "bad record: " + r.status().message();
+    return VerifyCheckpoint(options_.dir, *r);
   }
 
   void Retain() {
     std::vector<int64_t> steps = CommittedSteps();
     for (size_t i = 0; i + static_cast<size_t>(options_.keep_last) < steps.size(); ++i) {
-      char name[32];
-      std::snprintf(name, sizeof(name), "ckpt-%012lld", static_cast<long long>(steps[i]));
-      ::unlink((options_.dir + "/" + name + ".json").c_str());  // uncommit, then delete
-      ::unlink((options_.dir + "/" + name + ".pt").c_str());
+      RemoveCheckpoint(options_.dir, steps[i]);  // uncommit, then delete
     }
   }
 

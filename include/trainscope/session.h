@@ -13,6 +13,8 @@
 //   }
 //   session->Close();
 //
+// The run's lifecycle (run.json, this rank's stream, the system sampler, in-process rules, stop
+// requests, run_end) is the TrainingRuntime's (runtime.h), the same one the Python hook drives.
 // Collections decide what is saved and when: a tensor belongs to collection C when its name
 // starts with "C/" or matches C's include regex. Summaries (TensorStats) are computed on the
 // calling thread (one pass, no allocation) and handed to the Writer's queue; raw tensors are
@@ -28,6 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "trainscope/collections.h"
+#include "trainscope/runtime.h"
+#include "trainscope/schedule.h"
 #include "trainscope/stats.h"
 #include "trainscope/status.h"
 #include "trainscope/types.h"
@@ -35,44 +40,23 @@
 
 namespace trainscope {
 
-// When a collection saves. Steps are counted per mode (mode_step); a step s is saved when
-// start_step <= s, (end_step < 0 or s < end_step), the mode is allowed, and either s is in
-// save_steps or (save_steps is empty and s % save_interval == 0).
-struct SaveConfig {
-  int64_t save_interval = 100;
-  std::vector<int64_t> save_steps;  // explicit steps; when given, save_interval is not used
-  int64_t start_step = 0;
-  int64_t end_step = -1;    // exclusive; -1: no end
-  std::vector<Mode> modes;  // empty: every mode
-
-  bool ShouldSave(int64_t mode_step, Mode mode) const;
-  // The smallest step >= from that ShouldSave() accepts in `mode`, or -1 if none.
-  int64_t NextSaveStep(int64_t from, Mode mode) const;
-};
-
-struct CollectionConfig {
-  std::string name;           // "gradients", "weights", "losses", ... or a custom name
-  std::string include_regex;  // optional extra selection (ECMAScript, searched in the name)
-  SaveConfig save;
-  bool reductions = true;     // save TensorStats summaries
-  bool raw = false;           // save the raw tensor too
-  int histogram_buckets = 0;  // add a histogram to summaries (0: none)
-};
-
 struct SessionOptions {
   std::string out_dir;  // the run directory
   int rank = 0;         // stream "worker-<rank>"
   int64_t save_interval = 100;
-  // Empty: the defaults — losses and scalars every step; weights, biases and gradients as
-  // summaries every save_interval steps.
+  // Empty: the defaults (collections.h) — losses and scalars every step; weights and
+  // gradients as summaries every save_interval steps.
   std::vector<CollectionConfig> collections;
   std::string run_name;
   std::vector<std::string> command;
   std::string framework = "libtorch";
   WriterOptions writer;  // run_dir and stream are filled in by Open
+  // The system sampler into this rank's stream (0: none; the Python hook's default is 500).
+  int64_t system_monitor_interval_ms = 0;
+  // In-process rules ({"rules":[...]}, docs/rules.md; empty: none): a stop_training firing
+  // makes ShouldStop() true at once.
+  std::string rules_json;
 };
-
-std::vector<CollectionConfig> DefaultCollections(int64_t save_interval);
 
 class Session {
  public:
@@ -104,13 +88,15 @@ class Session {
   void RestoreSteps(int64_t global, int64_t train, int64_t eval, int64_t predict);
   // Records a generic event (checkpoint, annotation...).
   void Event(const std::string& kind, const std::string& json = "{}");
-  // True once a stop was requested through RUN/control/stop.json (checked at most every 50 ms).
+  // True once a stop was requested: through RUN/control/stop.json (checked at most every
+  // 50 ms) or by an in-process rule's stop_training action.
   bool ShouldStop();
 
   Status Close();
-  Writer* writer() { return writer_.get(); }
-  const std::string& run_dir() const { return run_dir_; }
-  const std::string& worker() const { return worker_; }
+  Writer* writer() { return runtime_->writer(); }
+  TrainingRuntime* runtime() { return runtime_.get(); }
+  const std::string& run_dir() const { return runtime_->run_dir(); }
+  const std::string& worker() const { return runtime_->stream(); }
 
  private:
   struct Collection {
@@ -122,17 +108,14 @@ class Session {
   Session() = default;
   const Collection* Match(const std::string& name, bool* wants_now) const;
 
-  std::string run_dir_;
-  std::string worker_;
-  std::unique_ptr<Writer> writer_;
+  std::unique_ptr<TrainingRuntime> runtime_;
   std::vector<Collection> collections_;
   std::atomic<Mode> mode_{Mode::kTrain};
   std::atomic<int64_t> step_{0};
   std::atomic<int64_t> mode_steps_[3] = {0, 0, 0};
   int64_t step_start_us_ = 0;
   int64_t phases_[4] = {-1, -1, -1, -1};
-  int64_t last_stop_check_us_ = 0;
-  bool stop_ = false;
+  bool stop_ = false;  // stop_honoured recorded
   bool closed_ = false;
 };
 

@@ -10,6 +10,9 @@ PYBIND11_MODULE(_core, m) {
   pyb::InitWriter(m);
   pyb::InitReader(m);
   pyb::InitStepClock(m);
+  pyb::InitSchedule(m);
+  pyb::InitCheckpoint(m);
+  pyb::InitRuntime(m);
 #ifdef TS_PY_HAVE_RULES
   pyb::InitRules(m);
   m.attr("HAVE_RULES") = true;

@@ -43,5 +43,8 @@ void InitRun(py::module_& m);
 void InitRules(py::module_& m);
 void InitSysmon(py::module_& m);
 void InitStepClock(py::module_& m);
+void InitSchedule(py::module_& m);
+void InitCheckpoint(py::module_& m);
+void InitRuntime(py::module_& m);
 
 }  // namespace trainscope::pyb

@@ -119,16 +119,24 @@ class RunLifecycle:
     def _open_run(self, writer_options: dict) -> None:
         import torch  # importable: _require_torch() checked it
         framework = f"pytorch {torch.__version__}"
-        _core.create_or_open_run(self.out_dir, name="", command=list(sys.argv),
-                                 config_json=json.dumps(self.config(), default=str),
-                                 framework=framework)
         opts = dict(byte_budget=self.storage_budget_bytes)
         if self._builtin_rules or self._custom_rules:
             # In-process rules read what the writer has flushed: keep the path from a record to
             # its evaluation short (commit + flush + poll ~ 60 ms instead of ~ 400 ms).
             opts["flush_interval_ms"] = _RULES_LATENCY_MS
         opts.update(writer_options)
-        self._writer = _core.Writer(self.out_dir, self.worker, **opts)
+        # The core's training runtime (include/trainscope/runtime.h), as in the C++ Session:
+        # run.json, this worker's stream, run_start, the system sampler, stop requests, close.
+        ms = self._system_monitor_interval_ms
+        sampler_ms = (ms if ms > 0 and os.environ.get("TRAINSCOPE_MONITORED") != "1"
+                      and getattr(_core, "HAVE_SYSMON", False) else 0)
+        self._runtime = _core.Runtime(
+            self.out_dir, self.worker, name="", command=list(sys.argv),
+            config_json=json.dumps(self.config(), default=str), framework=framework,
+            run_start_json=json.dumps({"worker": self.worker, "pid": os.getpid(),
+                                       "host": socket.gethostname(), "framework": framework}),
+            system_monitor_interval_ms=sampler_ms, root_pid=os.getpid(), writer_options=opts)
+        self._writer = self._runtime.writer
         self._writer.staging = True  # handed over in bursts: see _commit()
         # Crash journal: step records and losses survive a SIGKILL from the moment they are
         # recorded (docs/format.md §9); without it a crash loses what was not flushed yet.
@@ -140,9 +148,6 @@ class RunLifecycle:
         # In-process built-in rules are woken by each write: a commit is written at once.
         self._writer.flush_on_commit = bool(self._builtin_rules)
         self._clock.set_writer(self._writer)
-        self._writer.add_event("run_start", json.dumps({
-            "worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(),
-            "framework": framework}))
 
     def _start_background(self) -> None:
         if self._builtin_rules or self._custom_rules:
@@ -195,17 +200,7 @@ class RunLifecycle:
                 if self.strict:
                     raise
                 self._fail("custom rules", e)
-        ms = self._system_monitor_interval_ms
-        if ms > 0 and os.environ.get("TRAINSCOPE_MONITORED") != "1":
-            if getattr(_core, "HAVE_SYSMON", False):
-                try:
-                    self._sampler = _core.SystemSampler(self._writer,
-                                                        interval_ms=max(100, min(60000, ms)),
-                                                        root_pid=os.getpid())
-                    self._sampler.start()
-                except Exception as e:
-                    self._fail("system monitor", e)
-                    self._sampler = None
+        # the system sampler is the runtime's (_open_run)
 
     _dist = None  # the StopCoordinator of a job of several ranks (_distributed.py)
     _stack_watch = None  # captures Python stacks when the loop stalls (_stacks.py)
@@ -239,24 +234,16 @@ class RunLifecycle:
                 if r is not None and r.stop_requested():
                     self._request_stop_inprocess(r.stop_reason() or "rule stop_training action")
                     return
-            req = _core.stop_request(self.out_dir)
-            if req is None:
-                return
-            ok, text = req
-            if ok:
-                self._request_stop_inprocess(text or "stop requested", source="control")
-            elif text != self._bad_stop_request:
-                # anyone who can write the run directory can write this file: a malformed
-                # request is said once (per distinct problem) and ignored, not a hook error
-                self._bad_stop_request = text
-                log.warning("trainscope: ignoring a malformed stop request: %s", text)
-                if self._writer is not None:
-                    self._writer.add_event("stop_request_invalid", json.dumps({
-                        "message": text, "step": self.step_count}))
+            # control/stop.json, through the runtime: a malformed request is said once (per
+            # distinct problem: a warning and a stop_request_invalid event) and ignored
+            rt = self._runtime
+            reason = rt.poll_stop(self.step_count) if rt is not None else None
+            if reason is not None:
+                self._request_stop_inprocess(reason or "stop requested", source="control")
         except Exception as e:
             self._fail("stop check", e)
 
-    _bad_stop_request: Optional[str] = None
+    _runtime = None  # the core's TrainingRuntime (_core.Runtime) once the run is open
 
     def _request_stop_inprocess(self, reason: str, source: str = "rule") -> None:
         d = self._dist
@@ -402,7 +389,7 @@ class RunLifecycle:
             for name, obj, method in (("rules", self._rule_runner, "stop"),
                                       ("rank rules", self._cross_runner, "stop"),
                                       ("custom rules", self._py_rules, "stop"),
-                                      ("system monitor", self._sampler, "stop")):
+                                      ("system monitor", self._runtime, "stop_background")):
                 if obj is not None:
                     try:
                         getattr(obj, method)()
@@ -412,6 +399,8 @@ class RunLifecycle:
                 err = w.close()
                 if err:
                     log.warning("trainscope: writer closed with an error: %s", err)
+                if self._runtime is not None:
+                    self._runtime.close()  # run_end is the hook's (above): the rest is closed
             except Exception as e:
                 self._fail("close", e)
             self._clock.set_writer(None)  # a loader wrapper used after close records nothing

@@ -9,11 +9,13 @@
     for step in range(start, total_steps):
         ...                                     # the usual loop; nothing else to call
 
-Files (docs/checkpoints.md): ``ckpt-<step:012d>.pt`` is a plain ``torch.save`` file (loadable
-with ``torch.load``) and ``ckpt-<step:012d>.json`` its commit record (step, bytes, sha256). A
-checkpoint exists once its .json does; both are written to a temporary file in the same
-directory, fsynced, renamed, and the directory fsynced. A .pt whose size or sha256 does not
-match its .json, or that torch.load rejects, is skipped in favour of the previous one.
+Files (docs/checkpoints.md, docs/format.md §10): ``ckpt-<step:012d>.pt`` is a plain
+``torch.save`` file (loadable with ``torch.load``) and ``ckpt-<step:012d>.json`` its commit
+record (step, bytes, crc32c: the core's record, shared with the LibTorch front end;
+_checkpoint_files.py). A checkpoint exists once its .json does; both are written to a temporary
+file in the same directory, fsynced, renamed, and the directory fsynced. A .pt whose size or
+checksum does not match its .json, or that torch.load rejects, is skipped in favour of the
+previous one. What the .pt holds: _checkpoint_state.py; preemption signals: _preemption.py.
 
 Steps: ``ckpt.step`` counts completed TRAIN steps; a checkpoint at step s holds the state before
 step s runs, and ``resume()`` returns s (the step to continue from). With ``hook=`` the
@@ -29,35 +31,21 @@ and recorded as ``checkpoint_failed`` events.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-import random
-import re
 import signal
-import threading
 import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ._checkpoint_files import (clean_temp, delete_checkpoint, list_checkpoints,  # noqa: F401
+                                verify_checkpoint, write_checkpoint)
+from ._checkpoint_files import now_us as _now_us
+from ._checkpoint_state import _TRAIN, FORMAT, VERSION, CheckpointState  # noqa: F401
 from ._modes import Mode
+from ._preemption import (PREEMPTED_EXIT_CODE, PreemptionSignals,  # noqa: F401
+                          preemption_safe_worker_init)
 
 log = logging.getLogger("trainscope")
-
-#: Exit status of a training that checkpointed and exited on a preemption notice (SIGTERM).
-#: 75 is EX_TEMPFAIL of sysexits.h ("temporary failure; the user is invited to retry"):
-#: distinct from 0 (done), 1 (error) and 143 (killed by SIGTERM without a checkpoint).
-PREEMPTED_EXIT_CODE = 75
-
-FORMAT = "trainscope-checkpoint"
-VERSION = 1
-_NAME_RE = re.compile(r"^ckpt-(\d{12})\.json$")
-_TMP_RE = re.compile(r"^\.ckpt-\d{12}\.(pt|json)\.tmp-(\d+)$")
-_TRAIN = 0  # Mode.TRAIN
-
-
-def _now_us() -> int:
-    return time.time_ns() // 1000
 
 
 # ================================================================================ rollback
@@ -158,131 +146,8 @@ def split_rollback(rules, actions) -> Tuple[list, list, Optional[dict]]:
     return out, actions, {"rules": ids, "action": action or Rollback()}
 
 
-# ====================================================================== data-loader workers
-class _SafeWorkerInit:
-    """A DataLoader worker_init_fn: the worker ignores the preemption signals, then calls the
-    user's init function. torch's workers install a SIGTERM handler that kills them, so a
-    SIGTERM sent to the whole process group (Slurm, `kill -TERM -PGID`) would kill them in the
-    middle of the main process's last step; ignoring it lets the main process finish the step,
-    checkpoint, and shut its workers down itself."""
-
-    _trainscope_safe = True
-
-    def __init__(self, fn=None, signals=(signal.SIGTERM,)):
-        self.fn = fn
-        self.signals = tuple(int(s) for s in signals)
-
-    def __call__(self, worker_id: int):
-        for s in self.signals:
-            try:
-                signal.signal(s, signal.SIG_IGN)
-            except (ValueError, OSError):
-                pass
-        if self.fn is not None:
-            self.fn(worker_id)
-
-
-def preemption_safe_worker_init(fn=None, signals=(signal.SIGTERM,)):
-    """worker_init_fn for a torch DataLoader whose workers must survive the preemption notice
-    (``DataLoader(..., worker_init_fn=ts.checkpoint.preemption_safe_worker_init(my_init))``;
-    ``ckpt.wrap(loader)`` sets it for you). Picklable (works with spawn)."""
-    return _SafeWorkerInit(fn, signals)
-
-
-# ============================================================================ file helpers
-class _HashingWriter:
-    """A file object for torch.save that hashes and counts the bytes on their way out."""
-
-    def __init__(self, f):
-        self._f = f
-        self.sha = hashlib.sha256()
-        self.bytes = 0
-
-    def write(self, b) -> int:
-        self.sha.update(b)
-        self.bytes += len(b)
-        return self._f.write(b)
-
-    def flush(self) -> None:
-        self._f.flush()
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _file_sha256(path: str) -> Tuple[str, int]:
-    h = hashlib.sha256()
-    n = 0
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                break
-            h.update(b)
-            n += len(b)
-    return h.hexdigest(), n
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def list_checkpoints(dir: str) -> List[dict]:
-    """Committed checkpoints of `dir` (their .json records, with "json" and "path" added),
-    oldest first. Validity of the .pt files is not checked here (see verify_checkpoint)."""
-    out = []
-    try:
-        names = os.listdir(dir)
-    except FileNotFoundError:
-        return out
-    for n in names:
-        m = _NAME_RE.match(n)
-        if not m:
-            continue
-        jp = os.path.join(dir, n)
-        try:
-            with open(jp) as f:
-                meta = json.load(f)
-            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-                raise ValueError("not a trainscope checkpoint record")
-            meta["step"] = int(meta["step"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            meta = {"step": int(m.group(1)), "invalid": f"bad record: {e}"}
-        meta["json"] = jp
-        meta["path"] = os.path.join(dir, n[:-5] + ".pt")
-        out.append(meta)
-    out.sort(key=lambda d: d["step"])
-    return out
-
-
-def verify_checkpoint(meta: dict) -> Optional[str]:
-    """None when the .pt matches its record (size and sha256); else why not."""
-    if meta.get("invalid"):
-        return meta["invalid"]
-    try:
-        digest, n = _file_sha256(meta["path"])
-    except OSError as e:
-        return f"unreadable: {e}"
-    if n != int(meta.get("bytes", -1)):
-        return f"size {n} != recorded {meta.get('bytes')} bytes (torn write)"
-    if digest != meta.get("sha256"):
-        return "sha256 mismatch (corrupt file)"
-    return None
-
-
 # ============================================================================ checkpointer
-class Checkpointer:
+class Checkpointer(CheckpointState, PreemptionSignals):
     """Saves and restores a training's state; see the module docs and docs/checkpoints.md.
 
     Args:
@@ -476,13 +341,7 @@ class Checkpointer:
         if self._closed:
             return
         self._closed = True
-        if os.getpid() == self._pid and threading.current_thread() is threading.main_thread():
-            for sig, prev in self._prev_handlers.items():
-                try:
-                    signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
-                except (ValueError, OSError, TypeError):
-                    pass
-        self._prev_handlers = {}
+        self._restore_signals()
         if self.hook is not None:
             try:
                 self.hook.remove_step_callback(self._on_hook_event)
@@ -535,30 +394,6 @@ class Checkpointer:
             self._save("stop")
 
     # ======================================================================== preemption
-    def _install_signals(self, sigs) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            log.warning("trainscope: Checkpointer created outside the main thread; no "
-                        "preemption (SIGTERM) handler installed")
-            return
-        for sig in sigs:
-            try:
-                self._prev_handlers[sig] = signal.signal(sig, self._on_signal)
-            except (ValueError, OSError) as e:
-                log.warning("trainscope: cannot handle signal %s: %s", sig, e)
-
-    def _on_signal(self, signum, frame) -> None:
-        if os.getpid() != self._pid:
-            return  # a forked data-loader worker: the main process handles the notice
-        if not self._preempt_signal:
-            self._preempt_signal = int(signum)
-            self._preempt_us = _now_us()
-            log.warning("trainscope: signal %d (preemption notice): checkpointing at the end "
-                        "of the current step", signum)
-        prev = self._prev_handlers.get(signum)
-        if callable(prev) and prev not in (signal.SIG_DFL, signal.SIG_IGN,
-                                           signal.default_int_handler):
-            prev(signum, frame)
-
     def _preempt(self, closing: bool) -> None:
         self.preempted = True
         path = None
@@ -591,47 +426,6 @@ class Checkpointer:
                                       source="signal")
 
     # ============================================================================ saving
-    def _state(self) -> dict:
-        import torch
-        h = self.hook
-        rng = {"python": random.getstate(), "torch": torch.get_rng_state()}
-        try:
-            import numpy as np
-            # as a tensor and plain values: torch.load(weights_only=True) takes no ndarrays
-            name, keys, pos, has_gauss, gauss = np.random.get_state()
-            rng["numpy"] = (str(name), torch.from_numpy(keys.astype(np.int64)), int(pos),
-                            int(has_gauss), float(gauss))
-        except Exception:
-            pass
-        try:
-            if torch.cuda.is_available() and torch.cuda.is_initialized():
-                rng["cuda"] = torch.cuda.get_rng_state_all()
-        except Exception:
-            pass
-        extra = {}
-        for k, v in self.extra_state.items():
-            extra[k] = v.state_dict() if hasattr(v, "state_dict") else v
-        return {
-            "format": FORMAT, "version": VERSION,
-            "trainscope": {"step": self.step,
-                           "global_step": h.step_count if h is not None else self.step,
-                           "wall_us": _now_us(), "lr_scale": self.lr_scale,
-                           "rollbacks": self._rollbacks},
-            "hook": h.state_dict() if h is not None else None,
-            "model": self.model.state_dict(),
-            "optimizer": [o.state_dict() for o in self.optimizers],
-            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-            "extra": extra, "rng": rng,
-        }
-
-    def _finite(self) -> bool:
-        import torch
-        by_dev: Dict[Any, list] = {}
-        for p in self.model.parameters() if hasattr(self.model, "parameters") else ():
-            if p.is_floating_point() or p.is_complex():
-                by_dev.setdefault(p.device, []).append(torch.isfinite(p.detach()).all())
-        return all(bool(torch.stack(v).all()) for v in by_dev.values())
-
     def _save(self, reason: str) -> Optional[str]:
         t0 = time.perf_counter()
         step = self.step
@@ -644,44 +438,22 @@ class Checkpointer:
                 return None
             import torch
             state = self._state()
-            name = f"ckpt-{step:012d}"
-            pt = os.path.join(self.dir, name + ".pt")
-            js = os.path.join(self.dir, name + ".json")
-            tmp = os.path.join(self.dir, f".{name}.pt.tmp-{self._pid}")
-            with open(tmp, "wb") as f:
-                w = _HashingWriter(f)
-                torch.save(state, w)
-                f.flush()
-                os.fsync(f.fileno())
-            self._stage("payload", tmp)
-            if os.path.exists(js):
-                os.unlink(js)   # uncommit the one being replaced (after a rollback)
-            os.replace(tmp, pt)
-            _fsync_dir(self.dir)
-            self._stage("renamed", pt)
-            meta = {"format": FORMAT, "version": VERSION, "step": step,
-                    "global_step": state["trainscope"]["global_step"],
-                    "file": os.path.basename(pt), "bytes": w.bytes,
-                    "sha256": w.sha.hexdigest(), "wall_us": state["trainscope"]["wall_us"],
-                    "reason": reason, "lr_scale": self.lr_scale, "finite": True}
-            jtmp = os.path.join(self.dir, f".{name}.json.tmp-{self._pid}")
-            with open(jtmp, "w") as f:
-                json.dump(meta, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(jtmp, js)
-            _fsync_dir(self.dir)
+            pt, meta = write_checkpoint(
+                self.dir, step, self._pid, lambda f: torch.save(state, f), self._stage,
+                global_step=state["trainscope"]["global_step"],
+                wall_us=state["trainscope"]["wall_us"], reason=reason,
+                extra={"lr_scale": self.lr_scale, "finite": True})
             self._last_saved = step
             self._retain()
             dur = time.perf_counter() - t0
             self._durations.append(dur)
-            self._bytes_last = w.bytes
+            self._bytes_last = meta["bytes"]
             st = self.stats()
             self._event("checkpoint", {
                 "step": step, "global_step": meta["global_step"], "path": pt,
-                "bytes": w.bytes, "duration_us": int(dur * 1e6), "reason": reason,
+                "bytes": meta["bytes"], "duration_us": int(dur * 1e6), "reason": reason,
                 "total_s": st["total_s"], "share": st["share"]})
-            log.info("trainscope: checkpoint %s (%d bytes, %.3f s)", pt, w.bytes, dur)
+            log.info("trainscope: checkpoint %s (%d bytes, %.3f s)", pt, meta["bytes"], dur)
             return pt
         except SystemExit:
             raise
@@ -700,29 +472,10 @@ class Checkpointer:
             self._delete(c)
 
     def _delete(self, c: dict) -> None:
-        for p in (c["json"], c["path"]):   # the record first: uncommitted, then the data
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+        delete_checkpoint(c)
 
     def _clean_temp(self) -> None:
-        """Removes temporary files of dead writers and .pt files without a record."""
-        try:
-            names = os.listdir(self.dir)
-        except OSError:
-            return
-        committed = {n[:-5] for n in names if _NAME_RE.match(n)}
-        for n in names:
-            m = _TMP_RE.match(n)
-            p = os.path.join(self.dir, n)
-            try:
-                if m and (int(m.group(2)) == self._pid or not _pid_alive(int(m.group(2)))):
-                    os.unlink(p)
-                elif n.startswith("ckpt-") and n.endswith(".pt") and n[:-3] not in committed:
-                    os.unlink(p)
-            except OSError:
-                pass
+        clean_temp(self.dir, self._pid)
 
     # =========================================================================== loading
     def _load_latest(self, accept) -> Optional[Tuple[dict, dict]]:
@@ -748,49 +501,6 @@ class Checkpointer:
                 continue
             return meta, state
         return None
-
-    def _restore(self, state: dict) -> None:
-        import torch
-        self.model.load_state_dict(state["model"])
-        for o, s in zip(self.optimizers, state.get("optimizer") or []):
-            o.load_state_dict(s)
-        if self.scheduler is not None and state.get("scheduler") is not None:
-            self.scheduler.load_state_dict(state["scheduler"])
-        for k, v in (state.get("extra") or {}).items():
-            cur = self.extra_state.get(k)
-            if cur is not None and hasattr(cur, "load_state_dict"):
-                cur.load_state_dict(v)
-            else:
-                self.extra_state[k] = v
-        rng = state.get("rng") or {}
-        if "python" in rng:
-            random.setstate(rng["python"])
-        if "torch" in rng:
-            torch.set_rng_state(rng["torch"])
-        if "numpy" in rng:
-            try:
-                import numpy as np
-                name, keys, pos, has_gauss, gauss = rng["numpy"]
-                keys = np.asarray(keys.numpy() if hasattr(keys, "numpy") else keys,
-                                  dtype=np.uint32)
-                np.random.set_state((name, keys, pos, has_gauss, gauss))
-            except Exception:
-                pass
-        if "cuda" in rng:
-            try:
-                if torch.cuda.is_available() and torch.cuda.device_count() == len(rng["cuda"]):
-                    torch.cuda.set_rng_state_all(rng["cuda"])
-            except Exception as e:
-                log.warning("trainscope: CUDA RNG state not restored: %s", e)
-        ts_ = state.get("trainscope") or {}
-        self.step = int(ts_.get("step", 0))
-        self.lr_scale = float(ts_.get("lr_scale", 1.0))
-        self._rollbacks = max(self._rollbacks, int(ts_.get("rollbacks", 0)))
-        h = self.hook
-        if h is not None:
-            hs = state.get("hook") or {"step_count": int(ts_.get("global_step", self.step)),
-                                        "mode_steps": {str(_TRAIN): self.step}}
-            h.load_state_dict(hs)
 
     def _resume_fields(self, meta: dict) -> dict:
         fields = {"from_step": self.step, "global_step": meta.get("global_step", self.step),

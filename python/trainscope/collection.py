@@ -4,6 +4,10 @@ A collection selects tensors (by its kind and an optional ``include`` regex) and
 configuration (interval, explicit steps, a step range, modes). Save decisions use the step
 counted within the current mode (``mode_step``), like SageMaker Debugger.
 
+The catalogue of built-in collections, the default collections and the save schedule are the
+core's (include/trainscope/collections.h, schedule.h), shared with the C++ Session: this module
+checks the arguments (ConfigError) and translates a Collection to a core SaveSchedule.
+
     >>> import trainscope as ts
     >>> c = ts.Collection("gradients", include=r"fc1", save_interval=10)
     >>> [s for s in range(35) if c.saves_at(ts.Mode.TRAIN, s)]
@@ -16,10 +20,12 @@ from __future__ import annotations
 import re
 from typing import Iterable, List, Optional, Sequence, Union
 
+from . import _core
 from ._errors import ConfigError, check_bool, check_int
 from ._modes import Mode
 
-NEVER = 1 << 62
+#: The step of "never saves" (the core's kNeverSaves, 2**62: past any step a training reaches).
+NEVER = _core.NEVER_SAVES
 MAX_HISTOGRAM_BUCKETS = 1 << 20  # the core's limit (src/stats/stats_kernels.h)
 
 
@@ -63,25 +69,12 @@ def _parse_modes(where: str, modes):
         out.add(mode)
     return frozenset(out)
 
-# Built-in collections: name -> (source kind, module type names for activation kinds).
-# Sources: "loss", "scalar", "param" (weights/biases values), "grad", "output", "input".
-BUILTIN = {
-    "losses": ("loss", None),
-    "scalars": ("scalar", None),
-    "weights": ("param", None),
-    "biases": ("param", None),
-    "gradients": ("grad", None),
-    "activations": ("output", None),
-    "inputs": ("input", None),
-    "relu_input": ("input", ("ReLU", "ReLU6", "LeakyReLU")),
-    "relu_output": ("output", ("ReLU", "ReLU6", "LeakyReLU")),
-    "tanh_input": ("input", ("Tanh",)),
-    "tanh_output": ("output", ("Tanh",)),
-    "sigmoid_input": ("input", ("Sigmoid",)),
-    "sigmoid_output": ("output", ("Sigmoid",)),
-}
+# Built-in collections (the core's catalogue): name -> (source kind, module type names for
+# activation kinds). Sources: "loss", "scalar", "param" (weights/biases values), "grad",
+# "output", "input". Biases are their own collection, not a default one (collections.h).
+BUILTIN = {name: (source, types) for name, source, types in _core.builtin_collections()}
 
-DEFAULT_COLLECTIONS = ("losses", "scalars", "weights", "gradients")
+DEFAULT_COLLECTIONS = _core.default_collections()
 
 Pattern = Union[str, "re.Pattern[str]"]
 
@@ -133,7 +126,6 @@ class Collection:
             except ConfigError:
                 raise ConfigError(w, "save_steps", save_steps,
                                   "None or a list of integer mode steps >= 0") from None
-        self._save_steps_set = None if self.save_steps is None else set(self.save_steps)
         self.start_step = check_int(w, "start_step", start_step, minimum=0, allow_none=True) or 0
         self.end_step = check_int(w, "end_step", end_step, minimum=0, allow_none=True)
         if self.end_step is not None and self.end_step <= self.start_step:
@@ -143,6 +135,37 @@ class Collection:
         self.modes = _parse_modes(w, modes)
         self.histogram_buckets = check_int(w, "histogram_buckets", histogram_buckets, minimum=0,
                                            maximum=MAX_HISTOGRAM_BUCKETS)
+
+    # ---- Its schedule: the core's SaveSchedule, one per default interval -------------------
+    # The attributes the schedule is made of drop the cached schedules when set.
+    def _schedule_attr(name):
+        def get(self):
+            return self.__dict__[name]
+
+        def set_(self, value):
+            self.__dict__[name] = value
+            self.__dict__["_schedules"] = {}
+        return property(get, set_)
+
+    save_interval = _schedule_attr("save_interval")
+    save_steps = _schedule_attr("save_steps")
+    start_step = _schedule_attr("start_step")
+    end_step = _schedule_attr("end_step")
+    modes = _schedule_attr("modes")
+    del _schedule_attr
+
+    def _schedule(self, default_interval: int):
+        sched = self._schedules.get(default_interval)
+        if sched is None:
+            sched = _core.SaveSchedule(
+                self.interval(default_interval), self.save_steps or [], self.start_step,
+                -1 if self.end_step is None else self.end_step,
+                [] if self.modes is None else sorted(int(m) for m in self.modes))
+            self._schedules[default_interval] = sched
+        return sched
+
+    def __getstate__(self) -> dict:  # copy/pickle: the core schedules are rebuilt on use
+        return dict(self.__dict__, _schedules={})
 
     # ---- What it selects ------------------------------------------------------------------
     @property
@@ -171,34 +194,14 @@ class Collection:
     def interval(self, default: int) -> int:
         if self.save_interval is not None:
             return self.save_interval
-        return 1 if self.name in ("losses", "scalars") else default
+        return _core.default_save_interval(self.name, default)  # 1 for losses and scalars
 
     def saves_at(self, mode, mode_step: int, default_interval: int = 100) -> bool:
-        mode = Mode.parse(mode)
-        if self.modes is not None and mode not in self.modes:
-            return False
-        if mode_step < self.start_step or (self.end_step is not None and mode_step >= self.end_step):
-            return False
-        if self._save_steps_set is not None:
-            return mode_step in self._save_steps_set
-        return mode_step % self.interval(default_interval) == 0
+        return self._schedule(default_interval).should_save(Mode.parse(mode), mode_step)
 
     def next_save(self, mode, mode_step: int, default_interval: int = 100) -> int:
         """Smallest step >= mode_step at which this collection saves in `mode` (NEVER if none)."""
-        mode = Mode.parse(mode)
-        if self.modes is not None and mode not in self.modes:
-            return NEVER
-        s = max(mode_step, self.start_step)
-        if self.save_steps is not None:
-            import bisect
-            i = bisect.bisect_left(self.save_steps, s)
-            s = self.save_steps[i] if i < len(self.save_steps) else NEVER
-        else:
-            k = self.interval(default_interval)
-            s = ((s + k - 1) // k) * k
-        if self.end_step is not None and s >= self.end_step:
-            return NEVER
-        return s
+        return self._schedule(default_interval).next_save(Mode.parse(mode), mode_step)
 
     def to_config(self, default_interval: int = 100) -> dict:
         return {"name": self.name, "include": [p.pattern for p in self.include_patterns],

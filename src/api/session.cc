@@ -8,39 +8,6 @@
 
 namespace trainscope {
 
-bool SaveConfig::ShouldSave(int64_t s, Mode mode) const {
-  if (s < start_step || (end_step >= 0 && s >= end_step)) return false;
-  if (!modes.empty() && std::find(modes.begin(), modes.end(), mode) == modes.end()) return false;
-  if (!save_steps.empty())
-    return std::find(save_steps.begin(), save_steps.end(), s) != save_steps.end();
-  return save_interval > 0 && s % save_interval == 0;
-}
-
-int64_t SaveConfig::NextSaveStep(int64_t from, Mode mode) const {
-  if (!modes.empty() && std::find(modes.begin(), modes.end(), mode) == modes.end()) return -1;
-  int64_t s = std::max(from, start_step);
-  int64_t best = -1;
-  if (!save_steps.empty()) {
-    for (int64_t c : save_steps) {
-      if (c >= s && (best < 0 || c < best)) best = c;
-    }
-  } else if (save_interval > 0) {
-    best = (s + save_interval - 1) / save_interval * save_interval;
-  }
-  if (best >= 0 && end_step >= 0 && best >= end_step) return -1;
-  return best;
-}
-
-std::vector<CollectionConfig> DefaultCollections(int64_t save_interval) {
-  SaveConfig every{.save_interval = 1};
-  SaveConfig periodic{.save_interval = save_interval};
-  return {
-      {.name = "losses", .save = every},       {.name = "scalars", .save = every},
-      {.name = "weights", .save = periodic},   {.name = "biases", .save = periodic},
-      {.name = "gradients", .save = periodic},
-  };
-}
-
 Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
   if (options.out_dir.empty()) return Status::InvalidArgument("SessionOptions.out_dir is empty");
   if (options.save_interval <= 0)
@@ -51,9 +18,7 @@ Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
   for (const auto& c : options.collections) {
     if (c.name.empty() || c.name.find('/') != std::string::npos)
       return Status::InvalidArgument("collection name '" + c.name + "' must be non-empty, no '/'");
-    if (c.save.save_interval <= 0 && c.save.save_steps.empty())
-      return Status::InvalidArgument("collection '" + c.name +
-                                     "': save_interval must be positive or save_steps given");
+    TS_RETURN_IF_ERROR(c.save.Validate(c.name));
     Collection col{c, c.name + "/", {}, !c.include_regex.empty()};
     if (col.has_regex) {
       try {
@@ -65,10 +30,12 @@ Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
     }
     s->collections_.push_back(std::move(col));
   }
-  RunManifest m;
-  m.name = options.run_name;
-  m.command = options.command;
-  m.framework = options.framework;
+  RuntimeOptions ro;
+  ro.run_dir = options.out_dir;
+  ro.stream = "worker-" + std::to_string(options.rank);
+  ro.manifest.name = options.run_name;
+  ro.manifest.command = options.command;
+  ro.manifest.framework = options.framework;
   nlohmann::json cfg;
   cfg["save_interval"] = options.save_interval;
   for (const auto& c : options.collections) {
@@ -81,16 +48,14 @@ Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
                                   {"reductions", c.reductions},
                                   {"raw", c.raw}});
   }
-  m.config_json = cfg.dump();
-  TS_RETURN_IF_ERROR(CreateOrOpenRun(options.out_dir, &m));
-  WriterOptions wo = options.writer;
-  wo.run_dir = options.out_dir;
-  wo.stream = "worker-" + std::to_string(options.rank);
-  auto w = Writer::Open(wo);
-  if (!w.ok()) return w.status();
-  s->writer_ = std::move(w).value();
-  s->run_dir_ = options.out_dir;
-  s->worker_ = wo.stream;
+  ro.manifest.config_json = cfg.dump();
+  ro.writer = options.writer;
+  ro.system_monitor_interval_ms = options.system_monitor_interval_ms;
+  ro.rules_json = options.rules_json;
+  ro.stop_check_interval_ms = 50;
+  auto rt = TrainingRuntime::Open(std::move(ro));
+  if (!rt.ok()) return rt.status();
+  s->runtime_ = std::move(rt).value();
   s->step_start_us_ = NowMicros();
   return s;
 }
@@ -151,7 +116,7 @@ bool Session::SaveTensor(const std::string& name, const void* data, size_t count
     h.buckets = c->config.histogram_buckets;
     r.stats = ComputeStats(data, count, dtype, h);
     r.wall_us = NowMicros();
-    ok &= writer_->AddSummary(std::move(r));
+    ok &= writer()->AddSummary(std::move(r));
   }
   if (c->config.raw) {
     RawTensorRecord r{name,
@@ -162,7 +127,7 @@ bool Session::SaveTensor(const std::string& name, const void* data, size_t count
                       shape,
                       std::string(static_cast<const char*>(data), count * DTypeSize(dtype)),
                       NowMicros()};
-    ok &= writer_->AddRawTensor(std::move(r));
+    ok &= writer()->AddRawTensor(std::move(r));
   }
   return ok;
 }
@@ -173,7 +138,7 @@ bool Session::SaveScalar(const std::string& name, double value) {
   bool now;
   const Collection* c = Match(full, &now);
   if (!c || !now) return false;
-  return writer_->AddScalar({full, step(), mode(), mode_step(), value, NowMicros()});
+  return writer()->AddScalar({full, step(), mode(), mode_step(), value, NowMicros()});
 }
 
 void Session::SetStepPhases(int64_t data_wait_us, int64_t forward_us, int64_t backward_us,
@@ -188,7 +153,7 @@ void Session::Step() {
   if (closed_) return;
   int64_t now = NowMicros();
   Mode m = mode();
-  writer_->AddStep({step(), m, mode_step(), step_start_us_, now, phases_[0], phases_[1], phases_[2],
+  writer()->AddStep({step(), m, mode_step(), step_start_us_, now, phases_[0], phases_[1], phases_[2],
                     phases_[3]});
   std::fill(std::begin(phases_), std::end(phases_), -1);
   step_start_us_ = now;
@@ -205,33 +170,28 @@ void Session::RestoreSteps(int64_t global, int64_t train, int64_t eval, int64_t 
 }
 
 void Session::Event(const std::string& kind, const std::string& json) {
-  if (!closed_) writer_->AddEvent({kind, NowMicros(), json.empty() ? "{}" : json});
+  if (!closed_) runtime_->Event(kind, json);
 }
 
 bool Session::ShouldStop() {
   if (stop_) return true;
-  int64_t now = NowMicros();
-  if (now - last_stop_check_us_ < 50000) return false;
-  last_stop_check_us_ = now;
   std::string reason;
-  if (StopRequested(run_dir_, &reason)) {
-    stop_ = true;
-    Log(LogLevel::kWarning,
-        "stop requested for " + run_dir_ + (reason.empty() ? "" : ": " + reason));
-    Event("stop_honoured", nlohmann::json{{"step", step()}, {"reason", reason}}.dump());
-  }
-  return stop_;
+  if (closed_ || !runtime_->PollStop(step(), &reason)) return false;
+  stop_ = true;
+  Log(LogLevel::kWarning,
+      "stop requested for " + run_dir() + (reason.empty() ? "" : ": " + reason));
+  Event("stop_honoured", nlohmann::json{{"step", step()}, {"reason", reason}}.dump());
+  return true;
 }
 
 Status Session::Close() {
-  if (closed_ || !writer_) return Status::OK();
+  if (closed_ || !runtime_) return Status::OK();
   nlohmann::json j{{"steps", step()},
                    {"train_steps", mode_steps_[0].load()},
                    {"eval_steps", mode_steps_[1].load()},
                    {"predict_steps", mode_steps_[2].load()}};
-  writer_->AddEvent({"run_end", NowMicros(), j.dump()});
   closed_ = true;
-  return writer_->Close();
+  return runtime_->Close(j.dump());
 }
 
 }  // namespace trainscope

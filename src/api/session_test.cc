@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "trainscope/reader.h"
+#include "util/env.h"
 #include "util/testing/temp_dir.h"
 
 namespace trainscope {
@@ -145,6 +146,35 @@ TEST(Session, HonoursAStopRequestFromTheControlDirectory) {
   bool honoured = false;
   for (const auto& e : (*r)->Events()) honoured |= e.kind == "stop_honoured";
   EXPECT_TRUE(honoured);
+}
+
+TEST(Session, AnInProcessRuleStopsTheTraining) {
+  testing::TempDir tmp;
+  SessionOptions o{.out_dir = tmp.path(), .save_interval = 1};
+  o.rules_json = R"({"rules":[{"name":"all_zero","params":{"collection_names":"weights"},
+                              "actions":["stop_training"]}]})";
+  auto s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE((*s)->runtime()->has_rules());
+  std::vector<float> zeros(16, 0.0f);
+  bool stopped = false;
+  // the rule reads what the writer flushed; bound the wait (10 s), never assert on time
+  for (int64_t until = NowMicros() + 10'000'000; !stopped && NowMicros() < until;) {
+    (*s)->SaveTensor("weights/fc.weight", zeros.data(), zeros.size(), DType::kFloat32, {16});
+    (*s)->Step();
+    (*s)->writer()->Flush();
+    for (int i = 0; i < 20 && !stopped; ++i) {
+      stopped = (*s)->ShouldStop();
+      if (!stopped) Env::Default()->SleepMicros(5000);
+    }
+  }
+  EXPECT_TRUE(stopped);
+  ASSERT_TRUE((*s)->Close().ok());
+  auto r = RunReader::Open(tmp.path());
+  ASSERT_TRUE(r.ok());
+  bool fired = false;
+  for (const auto& e : (*r)->RuleEvents()) fired |= e.rule == "all_zero";
+  EXPECT_TRUE(fired);
 }
 
 }  // namespace

@@ -117,8 +117,71 @@ def test_corrupt_torn_and_uncommitted_checkpoints_are_skipped(tmp_path, run_dir)
     assert not os.path.exists(os.path.join(d, "ckpt-000000000009.pt"))
     run = ts.open_run(run_dir)
     bad = {e["step"]: e["reason"] for e in run.events("checkpoint_invalid")}
-    assert "sha256" in bad[4] and "torn" in bad[3]
+    assert "crc32c" in bad[4] and "torn" in bad[3]
     assert run.events("resumed")[0]["from_step"] == 2
+
+
+def _checkpoints_with_weight_values(tmp_path, n):
+    """Checkpoints 1..n of a tiny model whose first weight is s in checkpoint s + 1."""
+    model, opt = _tiny_model()
+    d = str(tmp_path / "ck")
+    c = ts.Checkpointer(d, model, opt, every_steps=1, keep_last=10, handle_preemption=False)
+    for s in range(n):
+        with torch.no_grad():
+            model[0].weight.fill_(float(s))
+        c.after_step(s)
+    return d
+
+
+def _flip_bytes_in_the_middle(path, n=4):
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        b = f.read(n)
+        f.seek(os.path.getsize(path) // 2)
+        f.write(bytes(x ^ 0xFF for x in b))
+
+
+def _as_previous_version(d, step, libtorch=False):
+    """Rewrites checkpoint `step`'s record as the previous version wrote it: Python's version 1
+    (sha256, written by checkpoint.py before the core's record) or LibTorch's (crc32c, its own
+    format name)."""
+    import hashlib
+    jp = os.path.join(d, f"ckpt-{step:012d}.json")
+    with open(jp) as f:
+        meta = json.load(f)
+    with open(os.path.join(d, f"ckpt-{step:012d}.pt"), "rb") as f:
+        data = f.read()
+    if libtorch:
+        old = {"format": "trainscope-checkpoint-libtorch", "version": 1, "step": step,
+               "bytes": len(data), "crc32c": meta["crc32c"], "wall_us": meta["wall_us"],
+               "reason": "interval"}
+    else:
+        old = {"format": "trainscope-checkpoint", "version": 1, "step": step,
+               "global_step": meta["global_step"], "file": meta["file"], "bytes": len(data),
+               "sha256": hashlib.sha256(data).hexdigest(), "wall_us": meta["wall_us"],
+               "reason": meta["reason"], "lr_scale": 1.0, "finite": True}
+    with open(jp, "w") as f:
+        json.dump(old, f)
+
+
+def test_checkpoints_of_the_previous_version_are_accepted_on_resume(tmp_path):
+    d = _checkpoints_with_weight_values(tmp_path, 3)  # weight value s in checkpoint s+1
+    with open(os.path.join(d, "ckpt-000000000003.json")) as f:
+        rec = json.load(f)
+    assert rec["version"] == 2 and len(rec["crc32c"]) == 8 and "sha256" not in rec
+    for step in (1, 2, 3):
+        _as_previous_version(d, step, libtorch=step == 2)
+    m2, o2 = _tiny_model()
+    assert ts.Checkpointer(d, m2, o2, handle_preemption=False).resume() == 3
+    assert float(m2[0].weight[0, 0]) == 2.0
+    # a corrupt version 1 record's file is caught by its sha256, as before
+    _flip_bytes_in_the_middle(os.path.join(d, "ckpt-000000000003.pt"))
+    metas = {m["step"]: m for m in ts.checkpoint.list_checkpoints(d)}
+    assert "sha256" in ts.checkpoint.verify_checkpoint(metas[3])
+    assert ts.checkpoint.verify_checkpoint(metas[2]) is None   # LibTorch's record: crc32c
+    m3, o3 = _tiny_model()
+    assert ts.Checkpointer(d, m3, o3, handle_preemption=False).resume() == 2
+    assert float(m3[0].weight[0, 0]) == 1.0
 
 
 def test_stop_training_writes_a_final_checkpoint(tmp_path, run_dir, tiny):

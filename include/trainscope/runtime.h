@@ -1,0 +1,116 @@
+// trainscope/runtime.h — the training runtime of one worker: what a front end (the C++
+// Session, the Python hook through _core) wires around its training loop, defined once.
+//
+//   opening or joining the run (run.json)          RuntimeOptions.manifest
+//   this worker's stream (a Writer)                writer()
+//   the system sampler                             system_monitor_interval_ms > 0
+//   the in-process rule runner                     rules (its stop action sets a flag)
+//   stop requests                                  PollStop(): the rules' flag, control/stop.json
+//   checkpoint records and other events            Event()
+//   the end of the run                             Close(): rules finish, run_end, writer closed
+//
+// Thread-safety: one front end thread drives Open/PollStop/Close; Event() and writer() may be
+// used from any thread (the Writer is thread-safe). Nothing here throws or blocks the training
+// on disk; background pieces that fail to start are logged once and left out (the run goes on).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "trainscope/run.h"
+#include "trainscope/status.h"
+#include "trainscope/writer.h"
+
+namespace trainscope {
+
+class RuleRunner;
+struct RuleRunnerOptions;
+class SystemSampler;
+
+struct RuntimeOptions {
+  std::string run_dir;
+  std::string stream = "worker-0";
+  RunManifest manifest;  // name, command, framework, config_json (run.json, if new)
+  WriterOptions writer;  // run_dir and stream are filled in by Open
+  // "run_start" event fields (a JSON object); empty: no run_start event.
+  std::string run_start_json;
+  // The system sampler: 0 = none; else its interval (clamped to 100 .. 60000 ms).
+  int64_t system_monitor_interval_ms = 0;
+  int root_pid = 0;  // root of the monitored process tree; 0 = this process
+  // In-process rules: a rules configuration ({"rules":[...]}, rules.md); empty: none. They read
+  // `rule_streams` (empty: this worker's stream) and are woken by each write of this stream.
+  std::string rules_json;
+  std::vector<std::string> rule_streams;
+  int64_t rule_poll_ms = 100;
+  // Called with the runner's options before it starts: where a front end plugs in what the
+  // built-in configuration cannot say (custom rules, a record source, a clock).
+  std::function<void(RuleRunnerOptions*)> configure_rules;
+  // control/stop.json is looked at most this often by PollStop() (0: every call).
+  int64_t stop_check_interval_ms = 50;
+};
+
+class TrainingRuntime {
+ public:
+  // Creates or joins the run, opens this worker's stream, records run_start (if asked), and
+  // starts the sampler and the rules. InvalidArgument for a bad rules configuration; I/O errors
+  // of the run directory or the stream. A sampler that cannot start is logged and left out.
+  static Result<std::unique_ptr<TrainingRuntime>> Open(RuntimeOptions options);
+  ~TrainingRuntime();  // Close()
+  TrainingRuntime(const TrainingRuntime&) = delete;
+  TrainingRuntime& operator=(const TrainingRuntime&) = delete;
+
+  Writer* writer() const { return writer_.get(); }
+  const std::shared_ptr<Writer>& shared_writer() const { return writer_; }
+  const std::string& run_dir() const { return options_.run_dir; }
+  const std::string& stream() const { return options_.stream; }
+  const RunManifest& manifest() const { return options_.manifest; }
+  bool has_rules() const { return rules_ != nullptr; }
+  bool has_sampler() const { return sampler_ != nullptr; }
+
+  // True once a stop was requested: a rule's stop_training action (an atomic load) or a
+  // well-formed control/stop.json (looked at most every stop_check_interval_ms). *reason gets
+  // the request's reason the first time it is seen. A malformed request is ignored: said once
+  // per distinct problem (a warning and a stop_request_invalid event {message, step}).
+  bool PollStop(int64_t step, std::string* reason = nullptr);
+  // A stop decided in-process (preemption, a rollback giving up): PollStop() returns it.
+  void RequestStop(const std::string& reason);
+  bool stop_requested() const { return stop_.load(std::memory_order_acquire); }
+  std::string stop_reason() const;
+
+  // Records an event (checkpoint records, resumes, annotations) into this worker's stream.
+  bool Event(const std::string& kind, const std::string& json = "{}");
+
+  // Rules finish (they read what is left and emit final statuses) and the sampler stops.
+  // Idempotent. The writer stays open.
+  void StopBackground();
+  // Records the run_end event (fields: run_end_json, an object; empty: none, the front end
+  // recorded its own), StopBackground(), closes the stream. Idempotent; returns the writer's
+  // first I/O error.
+  Status Close(const std::string& run_end_json = "{}");
+
+ private:
+  TrainingRuntime() = default;
+  void StartSampler();
+  Status StartRules();
+  void SetStop(const std::string& reason);
+
+  RuntimeOptions options_;
+  std::shared_ptr<Writer> writer_;
+  std::unique_ptr<RuleRunner> rules_;
+  std::unique_ptr<SystemSampler> sampler_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex stop_mu_;
+  std::string stop_reason_;
+  bool stop_reported_ = false;
+  bool rules_stopped_ = false;
+  std::string bad_request_;  // the last malformed stop request said
+  int64_t last_stop_check_us_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace trainscope

@@ -1,0 +1,135 @@
+#include "trainscope/checkpoint_record.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "util/crc32c.h"
+#include "util/testing/temp_dir.h"
+
+namespace trainscope {
+namespace {
+
+// A directory of checkpoints, with verbs for what happens to their files.
+class CheckpointDir : public ::testing::Test {
+ protected:
+  std::string Path(const std::string& name) const { return tmp_.path() + "/" + name; }
+  void WriteFile(const std::string& name, const std::string& data) {
+    std::ofstream(Path(name), std::ios::binary) << data;
+  }
+  // Writes `data` as the state of checkpoint `step` and commits it, as a front end does.
+  CheckpointRecord Save(int64_t step, const std::string& data) {
+    const std::string temp = "." + CheckpointBaseName(step) + ".pt.tmp-1";
+    WriteFile(temp, data);
+    CheckpointDigest d;
+    d.Update(data.data(), data.size());
+    EXPECT_TRUE(InstallCheckpointData(tmp_.path(), Path(temp), step).ok());
+    CheckpointRecord r;
+    r.step = step;
+    r.global_step = step + 3;
+    r.bytes = d.bytes();
+    r.has_crc32c = true;
+    r.crc32c = d.crc32c();
+    r.wall_us = 1700000000000000;
+    r.reason = "interval";
+    r.front_end = "libtorch";
+    r.extra_json = R"({"lr_scale":0.5,"finite":true})";
+    EXPECT_TRUE(CommitCheckpoint(tmp_.path(), r).ok());
+    return r;
+  }
+  std::string Verify(int64_t step) {
+    auto r = ReadCheckpointRecord(Path(CheckpointBaseName(step) + ".json"));
+    if (!r.ok()) return "record: " + r.status().message();
+    return VerifyCheckpoint(tmp_.path(), *r);
+  }
+  testing::TempDir tmp_;
+};
+
+TEST_F(CheckpointDir, ACommittedCheckpointReadsBackAndVerifies) {
+  Save(500, "state of step 500");
+  auto r = ReadCheckpointRecord(Path("ckpt-000000000500.json"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->version, kCheckpointRecordVersion);
+  EXPECT_EQ(r->step, 500);
+  EXPECT_EQ(r->global_step, 503);
+  EXPECT_EQ(r->file, "ckpt-000000000500.pt");
+  EXPECT_EQ(r->bytes, 17u);
+  EXPECT_EQ(r->crc32c, crc32c::Value("state of step 500", 17));
+  EXPECT_EQ(r->front_end, "libtorch");
+  EXPECT_EQ(r->extra_json, R"({"lr_scale":0.5,"finite":true})");
+  EXPECT_EQ(Verify(500), "");
+  EXPECT_EQ(CommittedCheckpointSteps(tmp_.path()), (std::vector<int64_t>{500}));
+}
+
+TEST_F(CheckpointDir, TornAndCorruptDataAreNamed) {
+  Save(1, "0123456789");
+  Save(2, "abcdefghij");
+  WriteFile("ckpt-000000000001.pt", "01234");       // cut short
+  WriteFile("ckpt-000000000002.pt", "abcdeXghij");  // one byte changed
+  EXPECT_NE(Verify(1).find("torn"), std::string::npos) << Verify(1);
+  EXPECT_NE(Verify(2).find("crc32c mismatch"), std::string::npos) << Verify(2);
+  std::remove(Path("ckpt-000000000002.pt").c_str());
+  EXPECT_NE(Verify(2).find("unreadable"), std::string::npos);
+}
+
+TEST_F(CheckpointDir, DataWithoutARecordIsNotCommittedAndRemovalUncommitsFirst) {
+  Save(3, "x");
+  Save(4, "y");
+  WriteFile("ckpt-000000000009.pt", "partial");  // a crash between the data and its record
+  WriteFile("ckpt-00000000001x.json", "{}");     // not a checkpoint name
+  EXPECT_EQ(CommittedCheckpointSteps(tmp_.path()), (std::vector<int64_t>{3, 4}));
+  RemoveCheckpoint(tmp_.path(), 3);
+  EXPECT_EQ(CommittedCheckpointSteps(tmp_.path()), (std::vector<int64_t>{4}));
+  // re-saving a step (after a rollback) uncommits the old record before the data is replaced
+  Save(4, "yy");
+  EXPECT_EQ(Verify(4), "");
+}
+
+TEST(CheckpointRecord, RecordsOfThePreviousVersionStillParse) {
+  // Python, version 1: a sha256 (checked by the Python front end), its own fields kept
+  auto py = ParseCheckpointRecord(
+      R"({"format": "trainscope-checkpoint", "version": 1, "step": 20, "global_step": 24,
+          "file": "ckpt-000000000020.pt", "bytes": 1234, "sha256": "ab12", "wall_us": 5,
+          "reason": "interval", "lr_scale": 1.0, "finite": true})");
+  ASSERT_TRUE(py.ok()) << py.status().ToString();
+  EXPECT_EQ(py->version, 1);
+  EXPECT_EQ(py->global_step, 24);
+  EXPECT_FALSE(py->has_crc32c);
+  EXPECT_EQ(py->sha256, "ab12");
+  EXPECT_EQ(py->extra_json, R"({"lr_scale":1.0,"finite":true})");
+  // LibTorch, version 1: its own format name, a crc32c, no file or global step
+  auto lt = ParseCheckpointRecord(
+      R"({"format":"trainscope-checkpoint-libtorch","version":1,"step":7,"bytes":10,)"
+      R"("crc32c":"0a1b2c3d","wall_us":9,"reason":"preempt"})");
+  ASSERT_TRUE(lt.ok()) << lt.status().ToString();
+  EXPECT_EQ(lt->front_end, "libtorch");
+  EXPECT_EQ(lt->file, "ckpt-000000000007.pt");
+  EXPECT_EQ(lt->global_step, 7);
+  EXPECT_TRUE(lt->has_crc32c);
+  EXPECT_EQ(lt->crc32c, 0x0a1b2c3du);
+}
+
+TEST(CheckpointRecord, MalformedRecordsAreClearErrors) {
+  auto bad = [](const char* json) {
+    auto r = ParseCheckpointRecord(json);
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  EXPECT_NE(bad("[1]").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(bad(R"({"format":"other","version":1})").find("format 'other'"), std::string::npos);
+  EXPECT_NE(bad(R"({"format":"trainscope-checkpoint","version":3,"step":1,"bytes":1,
+                    "crc32c":"00000000"})").find("newer"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"format":"trainscope-checkpoint","version":2,"step":1,"bytes":1})")
+                .find("no checksum"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"format":"trainscope-checkpoint","version":2,"step":1,"bytes":1,
+                    "crc32c":"xyz"})").find("8 hex"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"format":"trainscope-checkpoint","version":2,"step":1,"bytes":1,
+                    "crc32c":"00000000","file":"../etc/passwd"})").find("not a name"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainscope

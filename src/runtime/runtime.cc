@@ -1,0 +1,159 @@
+#include "trainscope/runtime.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "util/env.h"
+#include "util/logging.h"
+
+#ifdef TS_RUNTIME_HAVE_RULES
+#include "trainscope/rules.h"
+#endif
+#ifdef TS_RUNTIME_HAVE_SYSMON
+#include "trainscope/sysmon.h"
+#endif
+
+namespace trainscope {
+
+Result<std::unique_ptr<TrainingRuntime>> TrainingRuntime::Open(RuntimeOptions options) {
+  if (options.run_dir.empty()) return Status::InvalidArgument("the run directory is empty");
+  if (options.stream.empty() || options.stream.find('/') != std::string::npos)
+    return Status::InvalidArgument("stream '" + options.stream + "' is not a stream name");
+  std::unique_ptr<TrainingRuntime> rt(new TrainingRuntime());
+  rt->options_ = std::move(options);
+  RuntimeOptions& o = rt->options_;
+  TS_RETURN_IF_ERROR(CreateOrOpenRun(o.run_dir, &o.manifest));
+  o.writer.run_dir = o.run_dir;
+  o.writer.stream = o.stream;
+  auto w = Writer::Open(o.writer);
+  if (!w.ok()) return w.status();
+  rt->writer_ = std::shared_ptr<Writer>(std::move(w).value());
+  if (!o.run_start_json.empty()) rt->Event("run_start", o.run_start_json);
+  Status rules = rt->StartRules();
+  if (!rules.ok()) {
+    (void)rt->writer_->Close();
+    return rules;
+  }
+  rt->StartSampler();
+  return rt;
+}
+
+TrainingRuntime::~TrainingRuntime() { (void)Close(); }
+
+void TrainingRuntime::StartSampler() {
+  if (options_.system_monitor_interval_ms <= 0) return;
+#ifdef TS_RUNTIME_HAVE_SYSMON
+  SystemSamplerOptions so;
+  so.interval_ms = std::clamp<int64_t>(options_.system_monitor_interval_ms, 100, 60000);
+  so.root_pid = options_.root_pid;
+  std::weak_ptr<Writer> weak = writer_;
+  auto s = SystemSampler::Create(so, [weak](SystemSampleRecord r) {
+    if (auto w = weak.lock()) w->AddSystemSample(std::move(r));
+  });
+  Status st = s.ok() ? (*s)->Start() : s.status();
+  if (!st.ok()) {
+    LogOnce("runtime.sampler", LogLevel::kWarning,
+            "no system monitor (" + st.ToString() + "); the run goes on");
+    return;
+  }
+  sampler_ = std::move(s).value();
+#else
+  LogOnce("runtime.sampler", LogLevel::kWarning,
+          "built without the system monitor (sysmon layer)");
+#endif
+}
+
+Status TrainingRuntime::StartRules() {
+  if (options_.rules_json.empty()) return Status::OK();
+#ifdef TS_RUNTIME_HAVE_RULES
+  auto configs = ParseRulesConfig(options_.rules_json);
+  if (!configs.ok()) return configs.status();
+  if (configs->empty()) return Status::OK();
+  RuleRunnerOptions ro;
+  ro.run_dir = options_.run_dir;
+  ro.rules = std::move(configs).value();
+  std::weak_ptr<Writer> weak = writer_;
+  ro.sink = [weak](const RuleEventRecord& e) {
+    if (auto w = weak.lock()) w->AddRuleEvent(e);
+  };
+  // stop_training stops this process through PollStop() (no control file round trip).
+  ro.stop_training = [this](const RuleEventRecord& e) { SetStop(e.rule + ": " + e.message); };
+  ro.requested_by = "runtime";
+  ro.poll_ms = options_.rule_poll_ms;
+  ro.streams = options_.rule_streams.empty() ? std::vector<std::string>{options_.stream}
+                                             : options_.rule_streams;
+  if (options_.configure_rules) options_.configure_rules(&ro);
+  auto r = RuleRunner::Start(std::move(ro));
+  if (!r.ok()) return r.status();
+  rules_ = std::move(r).value();
+  RuleRunner* runner = rules_.get();
+  writer_->SetFlushListener([runner] { runner->Wake(); });  // a write wakes the rules at once
+  return Status::OK();
+#else
+  return Status::InvalidArgument("built without the rules engine (rules layer)");
+#endif
+}
+
+void TrainingRuntime::SetStop(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  if (stop_.load(std::memory_order_relaxed)) return;
+  stop_reason_ = reason;
+  stop_.store(true, std::memory_order_release);
+}
+
+void TrainingRuntime::RequestStop(const std::string& reason) { SetStop(reason); }
+
+std::string TrainingRuntime::stop_reason() const {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  return stop_reason_;
+}
+
+bool TrainingRuntime::PollStop(int64_t step, std::string* reason) {
+  if (!stop_.load(std::memory_order_acquire) && !closed_) {
+    int64_t now = NowMicros();
+    if (now - last_stop_check_us_ >= options_.stop_check_interval_ms * 1000) {
+      last_stop_check_us_ = now;
+      std::string why;
+      Status s = ReadStopRequest(options_.run_dir, &why);
+      if (s.ok()) {
+        SetStop(why);
+      } else if (!s.IsNotFound() && s.message() != bad_request_) {
+        bad_request_ = s.message();  // said once per distinct problem, then ignored
+        Log(LogLevel::kWarning, "ignoring a malformed stop request: " + s.message());
+        Event("stop_request_invalid",
+              nlohmann::json{{"message", s.message()}, {"step", step}}.dump());
+      }
+    }
+  }
+  if (!stop_.load(std::memory_order_acquire)) return false;
+  if (reason != nullptr && !stop_reported_) *reason = stop_reason();
+  stop_reported_ = true;
+  return true;
+}
+
+bool TrainingRuntime::Event(const std::string& kind, const std::string& json) {
+  if (!writer_) return false;
+  return writer_->AddEvent({kind, NowMicros(), json.empty() ? "{}" : json});
+}
+
+void TrainingRuntime::StopBackground() {
+  if (rules_ != nullptr && !rules_stopped_) {
+    rules_stopped_ = true;
+    writer_->Flush();
+    writer_->SetFlushListener(nullptr);
+    rules_->Stop(/*finish=*/true);  // reads what is left (the run's end), final statuses
+  }
+  sampler_.reset();  // stops and joins
+}
+
+Status TrainingRuntime::Close(const std::string& run_end_json) {
+  if (closed_ || !writer_) return Status::OK();
+  closed_ = true;
+  if (!run_end_json.empty()) Event("run_end", run_end_json);
+  StopBackground();
+  Status s = writer_->Close();
+  rules_.reset();
+  return s;
+}
+
+}  // namespace trainscope

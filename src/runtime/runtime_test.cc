@@ -1,0 +1,122 @@
+#include "trainscope/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "trainscope/reader.h"
+#include "util/env.h"
+#include "util/testing/temp_dir.h"
+
+namespace trainscope {
+namespace {
+
+std::vector<EventRecord> EventsOf(const std::string& run, const std::string& kind) {
+  std::vector<EventRecord> out;
+  auto r = RunReader::Open(run);
+  if (!r.ok()) return out;
+  for (auto& e : (*r)->Events()) {
+    if (e.kind == kind) out.push_back(e);
+  }
+  return out;
+}
+
+TEST(TrainingRuntime, OpensTheRunRecordsEventsAndEndsIt) {
+  testing::TempDir tmp;
+  RuntimeOptions o;
+  o.run_dir = tmp.path();
+  o.stream = "worker-3";
+  o.manifest.framework = "test";
+  o.run_start_json = R"({"worker":"worker-3"})";
+  auto rt = TrainingRuntime::Open(o);
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  EXPECT_EQ((*rt)->stream(), "worker-3");
+  EXPECT_FALSE((*rt)->has_rules());
+  EXPECT_FALSE((*rt)->has_sampler());
+  EXPECT_TRUE((*rt)->Event("checkpoint", R"({"step":5})"));
+  ASSERT_TRUE((*rt)->Close(R"({"steps":7})").ok());
+  EXPECT_TRUE((*rt)->Close().ok());  // idempotent
+  EXPECT_FALSE((*rt)->Event("late"));
+  auto r = RunReader::Open(tmp.path());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->manifest().framework, "test");
+  EXPECT_EQ(EventsOf(tmp.path(), "run_start").size(), 1u);
+  EXPECT_EQ(EventsOf(tmp.path(), "checkpoint").at(0).json, R"({"step":5})");
+  EXPECT_EQ(EventsOf(tmp.path(), "run_end").at(0).json, R"({"steps":7})");
+}
+
+TEST(TrainingRuntime, BadOptionsAreClearErrors) {
+  testing::TempDir tmp;
+  EXPECT_FALSE(TrainingRuntime::Open({}).ok());
+  RuntimeOptions o;
+  o.run_dir = tmp.path();
+  o.stream = "a/b";
+  EXPECT_FALSE(TrainingRuntime::Open(o).ok());
+  o.stream = "worker-0";
+  o.rules_json = R"({"rules":[{"name":"no_such_rule"}]})";
+  auto rt = TrainingRuntime::Open(o);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_NE(rt.status().message().find("no_such_rule"), std::string::npos)
+      << rt.status().ToString();
+}
+
+TEST(TrainingRuntime, StopRequestsFromTheControlDirectoryAndInProcess) {
+  testing::TempDir tmp;
+  RuntimeOptions o;
+  o.run_dir = tmp.path();
+  o.stop_check_interval_ms = 0;  // look at every call
+  auto rt = TrainingRuntime::Open(o);
+  ASSERT_TRUE(rt.ok());
+  std::string reason = "unset";
+  EXPECT_FALSE((*rt)->PollStop(0, &reason));
+  // a malformed request is said once and ignored
+  ASSERT_TRUE(Env::Default()->CreateDirs(tmp.path() + "/control").ok());
+  std::ofstream(tmp.path() + "/control/stop.json") << "[1, 2]";
+  EXPECT_FALSE((*rt)->PollStop(0, &reason));
+  EXPECT_FALSE((*rt)->PollStop(0, &reason));
+  ASSERT_TRUE(RequestStop(tmp.path(), "enough", "test").ok());
+  EXPECT_TRUE((*rt)->PollStop(0, &reason));
+  EXPECT_EQ(reason, "enough");
+  reason = "unset";
+  EXPECT_TRUE((*rt)->PollStop(0, &reason));
+  EXPECT_EQ(reason, "unset");  // the reason is given once
+  (*rt)->Close();
+  EXPECT_EQ(EventsOf(tmp.path(), "stop_request_invalid").size(), 1u);
+
+  testing::TempDir tmp2;
+  o.run_dir = tmp2.path();
+  auto rt2 = TrainingRuntime::Open(o);
+  ASSERT_TRUE(rt2.ok());
+  (*rt2)->RequestStop("preempted (signal 15)");
+  EXPECT_TRUE((*rt2)->PollStop(0, &reason));
+  EXPECT_EQ(reason, "preempted (signal 15)");
+  EXPECT_EQ((*rt2)->stop_reason(), "preempted (signal 15)");
+}
+
+#ifdef __linux__
+TEST(TrainingRuntime, TheSystemSamplerWritesIntoTheWorkersStream) {
+  testing::TempDir tmp;
+  RuntimeOptions o;
+  o.run_dir = tmp.path();
+  o.system_monitor_interval_ms = 100;
+  auto rt = TrainingRuntime::Open(o);
+  ASSERT_TRUE(rt.ok());
+  ASSERT_TRUE((*rt)->has_sampler());
+  // wait (bounded: 10 s, no assertion on time) until a sample reached the stream
+  size_t samples = 0;
+  for (int64_t until = NowMicros() + 10'000'000; samples == 0 && NowMicros() < until;) {
+    Env::Default()->SleepMicros(50'000);
+    (*rt)->writer()->Flush();
+    auto r = RunReader::Open(tmp.path());
+    if (r.ok()) samples = (*r)->SystemSamples("worker-0").size();
+  }
+  EXPECT_GE(samples, 1u);
+  ASSERT_TRUE((*rt)->Close().ok());
+  auto r = RunReader::Open(tmp.path());
+  ASSERT_TRUE(r.ok());
+  EXPECT_GE((*r)->SystemSamples("worker-0").size(), 1u);
+}
+#endif
+
+}  // namespace
+}  // namespace trainscope
