@@ -215,6 +215,7 @@ inline constexpr char kInstrumentationFailed[] = "instrumentation_failed";
 inline constexpr char kIntegration[] = "integration";
 inline constexpr char kLightning[] = "lightning";
 inline constexpr char kTransformers[] = "transformers";
+inline constexpr char kTrainingFailed[] = "training_failed";  // the framework raised
 }  // namespace event
 
 // Every canonical kind above, in declaration order.

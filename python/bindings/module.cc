@@ -10,6 +10,7 @@ PYBIND11_MODULE(_core, m) {
   pyb::InitWriter(m);
   pyb::InitReader(m);
   pyb::InitStepClock(m);
+  pyb::InitSchema(m);
 #ifdef TS_PY_HAVE_RULES
   pyb::InitRules(m);
   m.attr("HAVE_RULES") = true;

@@ -43,5 +43,6 @@ void InitRun(py::module_& m);
 void InitRules(py::module_& m);
 void InitSysmon(py::module_& m);
 void InitStepClock(py::module_& m);
+void InitSchema(py::module_& m);
 
 }  // namespace trainscope::pyb

@@ -18,6 +18,8 @@ import logging
 import os
 import time
 
+from ._schema import FILE, profile_file
+
 log = logging.getLogger("trainscope")
 
 STEP_SPAN_PREFIX = "ProfilerStep#"  # torch.profiler's step annotation; HTA splits iterations by it
@@ -42,9 +44,9 @@ def _distributed_initialized() -> bool:
 class ProfilerWindow:
     def __init__(self, config, run_dir: str, worker: str):
         self.config = config
-        self.dir = os.path.join(run_dir, "profile")
+        self.dir = os.path.join(run_dir, FILE.PROFILE_DIR)
         self.worker = worker
-        self.trace_path = os.path.join(self.dir, f"trace-{worker}.json")
+        self.trace_path = os.path.join(self.dir, profile_file("trace", worker))
         self._torch = None
         self._cprofile = None
         self._start_ns = 0
@@ -128,7 +130,7 @@ class ProfilerWindow:
             "functions": functions,
             "operators": operators[:max(self.config.top_functions, 100)],
         }
-        fpath = os.path.join(self.dir, f"functions-{self.worker}.json")
+        fpath = os.path.join(self.dir, profile_file("functions", self.worker))
         tmp = fpath + ".tmp"
         with open(tmp, "w") as f:
             json.dump(table, f)

@@ -331,6 +331,7 @@ std::string Page(const std::string& title, const std::string& data_json) {
   page = Replace(page, "/*TS:REPORT_CSS*/", WebAsset("report.css"));
   page = Replace(page, "/*TS:CHART_LIB_JS*/", ScriptSafe(WebAsset("dygraph.js")));
   page = Replace(page, "/*TS:SCHEMA_JS*/", ScriptSafe(schema::WebScript()));
+  page = Replace(page, "/*TS:WIDGETS_JS*/", ScriptSafe(WebAsset("widgets.js")));
   page = Replace(page, "/*TS:CHARTS_JS*/", ScriptSafe(WebAsset("charts.js")));
   page = Replace(page, "/*TS:REPORT_JS*/", ScriptSafe(WebAsset("report.js")));
   page = Replace(page, "/*TS:DATA*/", JsonSafe(data_json));

@@ -182,7 +182,7 @@ const std::vector<std::string_view>& EventKinds() {
       kRollbackRecovered, kRollbackFailed, kLaunchFailed,  kChildStarted,
       kSignalForwarded, kChildTerminated, kChildExited,    kInstrumentation,
       kInstrumentationStoodDown, kInstrumentationFailed, kIntegration, kLightning,
-      kTransformers};
+      kTransformers, kTrainingFailed};
   return kinds;
 }
 

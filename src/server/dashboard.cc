@@ -85,6 +85,7 @@ constexpr StaticMount kMounts[] = {{"/static/dashboard/", "dashboard"},
   if (url == "/static/dashboard/index.html") return "dashboard.html";
   if (url == "/static/dashboard/dashboard.js") return "dashboard.js";
   if (url == "/static/dashboard/dashboard.css") return "dashboard.css";
+  if (url == "/static/src/widgets.js") return "widgets.js";
   if (url == "/static/src/charts.js") return "charts.js";
   if (url == "/static/dygraphs/dygraph.min.js") return "dygraph.js";
   if (url == "/static/dygraphs/dygraph.min.css") return "dygraph.css";
