@@ -141,7 +141,7 @@ def hook_time_non_save(batches, steps, tmp):
     """The hook's own time per non-save step, in µs: the time spent inside its callbacks
     (the model's forward pre/post hooks, the criterion's forward hook with the loss's
     .item(), the optimizer wrapper and the loader iterator; all in C, see
-    python/bindings/step_clock.cc), as measured by the step clock itself with
+    python/stepclock/), as measured by the step clock itself with
     CLOCK_MONOTONIC at each callback's entry and exit. Returns (median, mean, cost of the
     instrumentation per step), the last measured on warm callbacks and *not* subtracted."""
     r = Runner("default", batches, tmp)

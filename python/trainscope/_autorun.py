@@ -556,7 +556,8 @@ class _AutoCapture:
         # per loss instead of three
         index = len(hook._loss_names) - 1
         if index >= 0 and hook._loss_names[index] == "losses/loss":
-            on_output = hook._clock.callback(2, index)
+            from trainscope._step_clock import CALLBACK_LOSS
+            on_output = hook._clock.callback(CALLBACK_LOSS, index)
             self._on_loss = lambda t: on_output(None, (), t)
         else:
             self._on_loss = loss_fn

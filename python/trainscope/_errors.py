@@ -142,7 +142,7 @@ def check_hook_arguments(a: dict) -> dict:
         raise ConfigError(w, "worker", worker,
                           "None or a stream name (non-empty, no '/', not starting with '.')")
     check_str(w, "run_name", a["run_name"])
-    from .hook import ProfilerConfig
+    from ._profiler import ProfilerConfig
     if a["profiler"] is not None and not isinstance(a["profiler"], ProfilerConfig):
         raise ConfigError(w, "profiler", a["profiler"], "None or a ts.ProfilerConfig")
     if a["writer_options"] is not None and not isinstance(a["writer_options"], dict):

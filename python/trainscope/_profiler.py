@@ -18,6 +18,7 @@ import logging
 import os
 import time
 
+from ._errors import check_bool, check_int
 from ._schema import FILE, profile_file
 
 log = logging.getLogger("trainscope")
@@ -83,7 +84,7 @@ class ProfilerWindow:
         prof.__enter__()
         self._torch = prof
         if not _distributed_initialized():  # else torch writes distributedInfo itself
-            from .hook import _worker_rank
+            from ._run import _worker_rank
             prof.add_metadata_json("distributedInfo", json.dumps({"rank": _worker_rank()}))
 
     def _abandon(self) -> None:
@@ -174,3 +175,32 @@ class ProfilerWindow:
                               "total_us": ct * 1e6, "self_us": tt * 1e6})
         functions.sort(key=lambda f: -f["total_us"])
         return functions[:self.config.top_functions]
+
+
+class ProfilerConfig:
+    """A framework-profiling window: ``num_steps`` global steps from ``start_step``.
+
+    Inside the window the hook records operator timings with torch.profiler (Chrome trace JSON
+    at RUN/profile/trace-<worker>.json) and Python function timings with cProfile
+    (RUN/profile/functions-<worker>.json). Outside it costs one integer comparison per step.
+    """
+
+    def __init__(self, start_step: int = 5, num_steps: int = 10, torch_profiler: bool = True,
+                 python_profiler: bool = True, record_shapes: bool = False,
+                 top_functions: int = 50):
+        w = "ProfilerConfig"
+        self.start_step = check_int(w, "start_step", start_step, minimum=0)
+        self.num_steps = check_int(w, "num_steps", num_steps, minimum=1, maximum=1_000_000)
+        self.torch_profiler = check_bool(w, "torch_profiler", torch_profiler)
+        self.python_profiler = check_bool(w, "python_profiler", python_profiler)
+        self.record_shapes = check_bool(w, "record_shapes", record_shapes)
+        self.top_functions = check_int(w, "top_functions", top_functions, minimum=0,
+                                       maximum=1_000_000)
+
+    @property
+    def end_step(self) -> int:  # exclusive
+        return self.start_step + self.num_steps
+
+    def to_config(self) -> dict:
+        return {"start_step": self.start_step, "num_steps": self.num_steps,
+                "torch_profiler": self.torch_profiler, "python_profiler": self.python_profiler}

@@ -3,6 +3,7 @@ Python hook recorded, its slow paths must keep the failure policy, and the objec
 torch must behave like ordinary hooks (schedulers, copies, pickling, loaders)."""
 import copy
 import io
+import os
 import time
 
 import numpy as np
@@ -341,3 +342,49 @@ def test_gradient_hooks_let_torch_keep_its_gradient_buffers(run_dir, tiny):
     for name, g in grads.items():
         assert seen[name].data_ptr() == g.data_ptr(), name
     assert not hook.errors
+
+
+def test_the_clock_and_the_hook_declare_the_same_upcalls():
+    """The C clock's one table of calls into the hook (python/stepclock/upcalls.h, exported as
+    StepClock.UPCALLS) and the Python declaration (_step_clock.UPCALLS) name the same methods
+    in the same order, and the Hook has each, taking the arguments the clock passes."""
+    import inspect
+
+    from trainscope import _core, _step_clock
+    assert tuple(_core.StepClock.UPCALLS) == tuple(_step_clock.UPCALLS)
+    for name, args in _step_clock.UPCALLS.items():
+        method = getattr(ts.Hook, name, None)
+        assert callable(method), name
+        inspect.signature(method).bind(object(), *args)  # TypeError: the arity differs
+
+
+def test_callback_and_counter_kinds_are_the_clocks_named_constants():
+    """clock.callback and clock.get/set take the clock's CALLBACK_* and COUNTER_* constants
+    (no bare integers in the hook): each names its own hook object and counter array."""
+    import re
+    import trainscope
+
+    from trainscope import _core, _step_clock
+    clock = _core.StepClock(object())
+    kinds = {"model_pre": _step_clock.CALLBACK_MODEL_PRE,
+             "model_post": _step_clock.CALLBACK_MODEL_POST,
+             "loss": _step_clock.CALLBACK_LOSS, "grad": _step_clock.CALLBACK_GRADIENT}
+    for name, kind in kinds.items():
+        assert repr(clock.callback(kind, 0)) == f"<trainscope hook {name}>"
+    with pytest.raises(ValueError):
+        clock.callback(max(kinds.values()) + 1)
+    counters = (_step_clock.COUNTER_MODE_STEPS, _step_clock.COUNTER_NEXT_SAVE,
+                _step_clock.COUNTER_LOSS_NEXT)
+    for i, kind in enumerate(counters):
+        clock.set(kind, int(ts.Mode.EVAL), 100 + i)
+    assert [clock.get(k, int(ts.Mode.EVAL)) for k in counters] == [100, 101, 102]
+    with pytest.raises(ValueError):
+        clock.get(max(counters) + 1, 0)
+    # the hook's modules pass the constants, never the numbers behind them
+    package = os.path.dirname(trainscope.__file__)
+    bare = re.compile(r"\.callback\(\d|clock\.(get|set)\(\d|_ModeArray\([^,]+, \d")
+    for fname in sorted(os.listdir(package)):
+        if fname.endswith(".py"):
+            with open(os.path.join(package, fname), encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    assert not bare.search(line), f"{fname}:{n}: {line.strip()}"

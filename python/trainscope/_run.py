@@ -1,0 +1,447 @@
+"""The run the hook records into, and everything around the step: the run directory and its
+stream (writer, crash journal), the background threads (committer, rules, system monitor,
+stack watch, distributed stop agreement), stop requests, the profiling window, internal
+errors, and the close at the end (also at interpreter exit).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import weakref
+from typing import TYPE_CHECKING, Optional
+
+from . import _core
+from ._errors import ConfigError
+from ._grad_norm import _GradNormRecorder
+from ._modes import TrainingStopped
+from ._step_clock import _now_us
+
+if TYPE_CHECKING:
+    from .hook import Hook
+
+log = logging.getLogger("trainscope")
+
+# Commit, flush and poll period while in-process rules run (each; a few wake-ups per 20 ms).
+_RULES_LATENCY_MS = 20
+
+
+MIN_TORCH = (2, 1)
+
+
+def _torch_version(text: str) -> tuple:
+    """(major, minor) of a torch version string such as '2.13.0+cpu' or '2.6.0a0+git1234'."""
+    parts = []
+    for piece in text.split("+", 1)[0].split(".")[:2]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        parts.append(int(digits or 0))
+    while len(parts) < 2:
+        parts.append(0)
+    return tuple(parts)
+
+
+def _require_torch() -> None:
+    """Raises one clear error when torch is missing or older than MIN_TORCH (2.1)."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("trainscope.Hook needs PyTorch >= %d.%d (pip install torch); "
+                          "torch is not importable: %s" % (MIN_TORCH + (e,))) from e
+    found = getattr(torch, "__version__", "0")
+    if _torch_version(str(found)) < MIN_TORCH:
+        raise RuntimeError("trainscope.Hook needs PyTorch >= %d.%d; found torch %s at %s"
+                           % (MIN_TORCH + (found, os.path.dirname(torch.__file__ or "?"))))
+
+
+def _set_eval_frame():
+    """torch._C._dynamo.eval_frame.set_eval_frame (what torch._dynamo.disable uses), or None
+    where torch has no dynamo (platforms without torch.compile)."""
+    try:
+        import torch
+        return torch._C._dynamo.eval_frame.set_eval_frame
+    except (ImportError, AttributeError):
+        return None
+
+
+def _worker_rank() -> int:
+    """The global rank: torch.distributed's once its process group exists (mp.spawn jobs set
+    no RANK variable), else $RANK or $LOCAL_RANK, else 0."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:  # noqa: BLE001 - a half-initialised group: fall back to the environment
+        pass
+    for var in ("RANK", "LOCAL_RANK"):
+        v = os.environ.get(var)
+        if v is not None:
+            try:
+                return int(v)
+            except ValueError:
+                pass
+    return 0
+
+
+class RunLifecycle:
+    """The run, background threads, stops, profiler, errors and close (a mixin of Hook)."""
+
+    def _configure_rules(self) -> None:
+        """Splits the rules into built-in and custom ones (and rollback's) and adds the
+        collections the built-in ones read."""
+        try:
+            from . import rules as _rules
+            from .checkpoint import split_rollback  # "rollback" is the Checkpointer's action
+            rules_, actions_, self._rollback = split_rollback(self._rules_spec,
+                                                              self._actions_spec)
+            self._builtin_rules, self._custom_rules = _rules.split_rules(rules_, actions_)
+            for c in _rules.required_collections(self._builtin_rules, self.collections,
+                                                 self.save_interval):
+                self.collections.append(c)
+        except (ValueError, TypeError, KeyError) as e:  # the engine refused the configuration
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError("Hook", "rules", self._rules_spec, "a configuration the rules "
+                              "engine accepts", str(e)) from e
+        except Exception as e:
+            if self.strict:
+                raise
+            self._fail("rules config", e)
+            self._builtin_rules, self._custom_rules = [], []
+
+    def _open_run(self, writer_options: dict) -> None:
+        import torch  # importable: _require_torch() checked it
+        framework = f"pytorch {torch.__version__}"
+        _core.create_or_open_run(self.out_dir, name="", command=list(sys.argv),
+                                 config_json=json.dumps(self.config(), default=str),
+                                 framework=framework)
+        opts = dict(byte_budget=self.storage_budget_bytes)
+        if self._builtin_rules or self._custom_rules:
+            # In-process rules read what the writer has flushed: keep the path from a record to
+            # its evaluation short (commit + flush + poll ~ 60 ms instead of ~ 400 ms).
+            opts["flush_interval_ms"] = _RULES_LATENCY_MS
+        opts.update(writer_options)
+        self._writer = _core.Writer(self.out_dir, self.worker, **opts)
+        self._writer.staging = True  # handed over in bursts: see _commit()
+        # Crash journal: step records and losses survive a SIGKILL from the moment they are
+        # recorded (docs/format.md §9); without it a crash loses what was not flushed yet.
+        err = (self._writer.open_journal() if os.environ.get("TRAINSCOPE_JOURNAL") != "0"
+               else None)  # TRAINSCOPE_JOURNAL=0: none (an escape hatch, and for A/B costs)
+        if err:
+            self._warn_once("journal", f"trainscope: no crash journal ({err}); a crash loses "
+                            "the records of the last ~0.4 s")
+        # In-process built-in rules are woken by each write: a commit is written at once.
+        self._writer.flush_on_commit = bool(self._builtin_rules)
+        self._clock.set_writer(self._writer)
+        self._writer.add_event("run_start", json.dumps({
+            "worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(),
+            "framework": framework}))
+
+    def _start_background(self) -> None:
+        if self._builtin_rules or self._custom_rules:
+            # the training thread hands its deferred records over at this cadence too
+            self._clock.stop_check_ns = min(self._clock.stop_check_ns,
+                                            _RULES_LATENCY_MS * 1_000_000)
+        try:
+            self._commit_interval_s = (_RULES_LATENCY_MS if (self._builtin_rules or
+                                                             self._custom_rules) else 100) / 1000
+            self._poll_often = self._clock.stop_check_ns < self._commit_interval_s * 1e9
+            self._committer = threading.Thread(target=self._commit_loop,
+                                               name="trainscope-commit", daemon=True)
+            self._committing = True
+            self._committer.start()
+        except Exception as e:
+            self._committing = False
+            self._fail("committer", e)
+            self._writer.staging = False
+        if self._builtin_rules:
+            try:
+                from . import rules as _rules
+                self._nonfinite_stops = _rules.nonfinite_stops(self._builtin_rules)
+                self._clock.nonfinite_stop = bool(self._nonfinite_stops)
+            except Exception as e:
+                self._fail("rules", e)
+            try:
+                from . import _distributed
+                from . import rules as _rules
+                # rules that compare ranks (straggler) run on rank 0 only, over every stream
+                local, cross = _distributed.split_cross_rank(self._builtin_rules)
+                if local:
+                    self._rule_runner = _rules.start_builtin_runner(
+                        self.out_dir, local, self._writer, [self.worker],
+                        poll_ms=_RULES_LATENCY_MS)
+                if cross and _worker_rank() == 0:
+                    self._cross_runner = _rules.start_builtin_runner(
+                        self.out_dir, cross, self._writer, [], poll_ms=_RULES_LATENCY_MS)
+            except Exception as e:
+                if self.strict:
+                    raise
+                self._fail("rules", e)
+        if self._custom_rules:
+            try:
+                from . import rules as _rules
+                self._py_rules = _rules.PythonRuleThread(
+                    self.out_dir, self._custom_rules, self._writer, self.worker,
+                    on_stop=self._request_stop_inprocess)
+                self._py_rules.start()
+            except Exception as e:
+                if self.strict:
+                    raise
+                self._fail("custom rules", e)
+        ms = self._system_monitor_interval_ms
+        if ms > 0 and os.environ.get("TRAINSCOPE_MONITORED") != "1":
+            if getattr(_core, "HAVE_SYSMON", False):
+                try:
+                    self._sampler = _core.SystemSampler(self._writer,
+                                                        interval_ms=max(100, min(60000, ms)),
+                                                        root_pid=os.getpid())
+                    self._sampler.start()
+                except Exception as e:
+                    self._fail("system monitor", e)
+                    self._sampler = None
+
+    _dist = None  # the StopCoordinator of a job of several ranks (_distributed.py)
+    _stack_watch = None  # captures Python stacks when the loop stalls (_stacks.py)
+    _cross_runner = None  # rank 0: rules comparing the ranks (straggler), over every stream
+    _comm_timing = None  # a DDP model's collective waits (_comm_timing.py)
+    _grads_final_only = False  # DDP: gradients are read once all-reduced (_slow_grads)
+
+    def _start_distributed(self) -> None:
+        """In a torch.distributed job, stops are agreed by all ranks (_distributed.py); in any
+        job, a hang's Python stacks are captured into the run (_stacks.py)."""
+        try:
+            from . import _distributed
+            if _distributed.wanted():
+                self._dist = _distributed.StopCoordinator(self)
+        except Exception as e:
+            self._fail("distributed", e)
+        try:
+            from ._stacks import StackWatch
+            self._stack_watch = StackWatch(self)
+            self._stack_watch.start()
+        except Exception as e:
+            self._stack_watch = None
+            self._fail("stacks", e)
+
+    # ================================================================================ stops
+    def _poll_stop(self) -> None:
+        if self._stop_reason is not None:
+            return
+        try:
+            for r in (self._rule_runner, self._cross_runner):
+                if r is not None and r.stop_requested():
+                    self._request_stop_inprocess(r.stop_reason() or "rule stop_training action")
+                    return
+            req = _core.stop_request(self.out_dir)
+            if req is None:
+                return
+            ok, text = req
+            if ok:
+                self._request_stop_inprocess(text or "stop requested", source="control")
+            elif text != self._bad_stop_request:
+                # anyone who can write the run directory can write this file: a malformed
+                # request is said once (per distinct problem) and ignored, not a hook error
+                self._bad_stop_request = text
+                log.warning("trainscope: ignoring a malformed stop request: %s", text)
+                if self._writer is not None:
+                    self._writer.add_event("stop_request_invalid", json.dumps({
+                        "message": text, "step": self.step_count}))
+        except Exception as e:
+            self._fail("stop check", e)
+
+    _bad_stop_request: Optional[str] = None
+
+    def _request_stop_inprocess(self, reason: str, source: str = "rule") -> None:
+        d = self._dist
+        if d is not None and d.defer(reason, source):
+            return  # all ranks take it together at the next agreed boundary
+        with self._lock:
+            if self._stop_reason is not None:
+                return
+            self._stop_reason = reason or "stop requested"
+            self._clock.raise_stop = self.raise_on_stop  # at the next step boundary
+        log.warning("trainscope: stop requested (%s): %s", source, reason)
+        try:
+            if self._writer is not None:
+                self._writer.add_event("stop_requested", json.dumps({
+                    "reason": reason, "source": source, "step": self.step_count}))
+        except Exception:
+            pass
+
+    def _maybe_raise_stop(self) -> None:
+        if self._stop_reason is not None and self.raise_on_stop and not self._stop_raised:
+            self._stop_raised = True
+            self._clock.raise_stop = False
+            if self._step_callbacks:
+                self._run_step_callbacks("stop")  # e.g. a final checkpoint
+            try:
+                if self._writer is not None:
+                    self._writer.add_event("stop_honoured", json.dumps({
+                        "reason": self._stop_reason, "step": self.step_count}))
+            except Exception:
+                pass
+            raise TrainingStopped(self._stop_reason)
+
+    # ============================================================================= profiler
+    def _start_profiler(self) -> None:
+        try:
+            from ._profiler import ProfilerWindow
+            self._profiling = ProfilerWindow(self.profiler, self.out_dir, self.worker)
+            self._profiling.start(self.step_count)
+        except Exception as e:
+            self._profiling = None
+            self._fail("profiler", e)
+
+    def _stop_profiler(self) -> None:
+        p, self._profiling = self._profiling, None
+        if p is None:
+            return
+        try:
+            info = p.stop(self.step_count)
+            if self._writer is not None:
+                self._flush_pending()  # keep records in step order
+                self._writer.add_event("profiler_window", json.dumps(info))
+        except Exception as e:
+            self._fail("profiler", e)
+
+    # =============================================================================== errors
+    def _fail(self, where: str, exc: BaseException) -> None:
+        """Counts an internal error, logs it once per place, records it, degrades."""
+        try:
+            self.error_count += 1
+            n = self._errors.get(where, 0) + 1
+            self._errors[where] = n
+            msg = f"{type(exc).__name__}: {exc}"
+            if n == 1:
+                log.warning("trainscope: internal error in %s (training continues): %s",
+                            where, msg)
+            if self._writer is not None and (n == 1 or n % 100 == 0):
+                self._writer.add_event("hook_error", json.dumps({
+                    "where": where, "message": msg, "count": n, "total": self.error_count,
+                    "step": self.step_count}))
+            if self.error_count >= self._max_errors and self._saving:
+                self._saving = False
+                if threading.get_ident() == self._owner_thread:
+                    self._plan = None  # else the training thread's next save check sees it
+                log.warning("trainscope: %d internal errors; the hook stops saving tensors",
+                            self.error_count)
+        except Exception:
+            pass
+
+    def _close_run(self) -> None:
+        """The work of close() (called once)."""
+        try:
+            if self._open:
+                self._close_step(_now_us())
+                self._advance()
+        except Exception as e:
+            self._fail("close step", e)
+        if self._step_callbacks:
+            self._run_step_callbacks("close")
+        try:
+            self._flush_batches()
+            self._flush_device_scalars()
+            self._drain_host_copies(wait=True)
+        except Exception as e:
+            self._fail("close", e)
+        try:
+            self._stop_profiler()
+        except Exception as e:
+            self._fail("profiler", e)
+        for h in self._handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        self._handles = []
+        self._remove_step_hooks()
+        for obj in self._optimizers + self._scalers:
+            try:
+                del obj.step  # back to the class's method
+            except Exception:
+                pass
+        _GradNormRecorder.remove(self)
+        if self._dist is not None:
+            self._dist.close()
+        if self._stack_watch is not None:
+            self._stack_watch.stop()
+        if self._comm_timing is not None:
+            try:
+                self._flush_pending()
+                self._comm_timing.detach(self)
+            except Exception as e:
+                self._fail("comm timing", e)
+        w = self._writer
+        if w is not None:
+            try:
+                self._flush_pending()
+            except Exception as e:
+                self._fail("close", e)
+            try:
+                w.add_event("run_end", json.dumps({
+                    "worker": self.worker, "steps": self.step_count,
+                    "mode_steps": {m.name: s for m, s in self._mode_steps.items()},
+                    "hook_errors": self.error_count, "errors": self.errors}))
+                w.flush()
+            except Exception as e:
+                self._fail("close", e)
+            self._committer_stop.set()
+            if self._committer is not None:
+                self._committer.join()
+            try:
+                w.commit()
+            except Exception as e:
+                self._fail("close", e)
+            for name, obj, method in (("rules", self._rule_runner, "stop"),
+                                      ("rank rules", self._cross_runner, "stop"),
+                                      ("custom rules", self._py_rules, "stop"),
+                                      ("system monitor", self._sampler, "stop")):
+                if obj is not None:
+                    try:
+                        getattr(obj, method)()
+                    except Exception as e:
+                        self._fail(name, e)
+            try:
+                err = w.close()
+                if err:
+                    log.warning("trainscope: writer closed with an error: %s", err)
+            except Exception as e:
+                self._fail("close", e)
+            self._clock.set_writer(None)  # a loader wrapper used after close records nothing
+        _unregister_atexit(self._atexit)
+
+
+# ---- close at exit -------------------------------------------------------------------------
+_live_hooks: "weakref.WeakSet[Hook]" = weakref.WeakSet()
+_atexit_installed = False
+
+
+def _close_all() -> None:
+    for h in list(_live_hooks):
+        try:
+            h.close()
+        except Exception:
+            pass
+
+
+def _register_atexit(hook: Hook):
+    global _atexit_installed
+    _live_hooks.add(hook)
+    if not _atexit_installed:
+        atexit.register(_close_all)
+        _atexit_installed = True
+    return hook
+
+
+def _unregister_atexit(hook) -> None:
+    try:
+        _live_hooks.discard(hook)
+    except Exception:
+        pass
