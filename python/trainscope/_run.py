@@ -19,6 +19,7 @@ from . import _core
 from ._errors import ConfigError
 from ._grad_norm import _GradNormRecorder
 from ._modes import TrainingStopped
+from ._schema import EVENT
 from ._step_clock import _now_us
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ class RunLifecycle:
         # In-process built-in rules are woken by each write: a commit is written at once.
         self._writer.flush_on_commit = bool(self._builtin_rules)
         self._clock.set_writer(self._writer)
-        self._writer.add_event("run_start", json.dumps({
+        self._writer.add_event(EVENT.RUN_START, json.dumps({
             "worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(),
             "framework": framework}))
 
@@ -251,7 +252,7 @@ class RunLifecycle:
                 self._bad_stop_request = text
                 log.warning("trainscope: ignoring a malformed stop request: %s", text)
                 if self._writer is not None:
-                    self._writer.add_event("stop_request_invalid", json.dumps({
+                    self._writer.add_event(EVENT.STOP_REQUEST_INVALID, json.dumps({
                         "message": text, "step": self.step_count}))
         except Exception as e:
             self._fail("stop check", e)
@@ -270,7 +271,7 @@ class RunLifecycle:
         log.warning("trainscope: stop requested (%s): %s", source, reason)
         try:
             if self._writer is not None:
-                self._writer.add_event("stop_requested", json.dumps({
+                self._writer.add_event(EVENT.STOP_REQUESTED, json.dumps({
                     "reason": reason, "source": source, "step": self.step_count}))
         except Exception:
             pass
@@ -283,7 +284,7 @@ class RunLifecycle:
                 self._run_step_callbacks("stop")  # e.g. a final checkpoint
             try:
                 if self._writer is not None:
-                    self._writer.add_event("stop_honoured", json.dumps({
+                    self._writer.add_event(EVENT.STOP_HONOURED, json.dumps({
                         "reason": self._stop_reason, "step": self.step_count}))
             except Exception:
                 pass
@@ -307,7 +308,7 @@ class RunLifecycle:
             info = p.stop(self.step_count)
             if self._writer is not None:
                 self._flush_pending()  # keep records in step order
-                self._writer.add_event("profiler_window", json.dumps(info))
+                self._writer.add_event(EVENT.PROFILER_WINDOW, json.dumps(info))
         except Exception as e:
             self._fail("profiler", e)
 
@@ -323,7 +324,7 @@ class RunLifecycle:
                 log.warning("trainscope: internal error in %s (training continues): %s",
                             where, msg)
             if self._writer is not None and (n == 1 or n % 100 == 0):
-                self._writer.add_event("hook_error", json.dumps({
+                self._writer.add_event(EVENT.HOOK_ERROR, json.dumps({
                     "where": where, "message": msg, "count": n, "total": self.error_count,
                     "step": self.step_count}))
             if self.error_count >= self._max_errors and self._saving:
@@ -385,7 +386,7 @@ class RunLifecycle:
             except Exception as e:
                 self._fail("close", e)
             try:
-                w.add_event("run_end", json.dumps({
+                w.add_event(EVENT.RUN_END, json.dumps({
                     "worker": self.worker, "steps": self.step_count,
                     "mode_steps": {m.name: s for m, s in self._mode_steps.items()},
                     "hook_errors": self.error_count, "errors": self.errors}))
