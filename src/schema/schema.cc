@@ -126,44 +126,37 @@ const GpuReading* SystemSampleView::Gpu(int index) const {
   return it == gpus.end() ? nullptr : &it->second;
 }
 
+namespace {
+// The whole-machine and per-GPU metrics SystemSampleView holds.
+constexpr std::pair<std::string_view, double SystemSampleView::*> kWholeMachine[] = {
+    {kCpuUtil, &SystemSampleView::cpu_util},     {kCpuIowait, &SystemSampleView::iowait},
+    {kCpuCount, &SystemSampleView::cpu_count},   {kProcCount, &SystemSampleView::proc_count},
+    {kGpuCount, &SystemSampleView::gpu_count},   {kMemUsedBytes, &SystemSampleView::mem_used},
+    {kMemTotalBytes, &SystemSampleView::mem_total}};
+constexpr std::pair<std::string_view, double GpuReading::*> kGpuReadings[] = {
+    {gpu::kUtil, &GpuReading::util},          {gpu::kMemUsedBytes, &GpuReading::mem_used},
+    {gpu::kMemTotalBytes, &GpuReading::mem_total}, {gpu::kSmActive, &GpuReading::sm_active},
+    {gpu::kProcMemBytes, &GpuReading::proc_mem}, {gpu::kPowerW, &GpuReading::power_w},
+    {gpu::kTempC, &GpuReading::temp_c}};
+}  // namespace
+
 SystemSampleView ParseSystemSample(const SystemSampleRecord& r) {
   SystemSampleView v;
   v.wall_us = r.wall_us;
   for (const auto& [name, value] : r.metrics) {
     int i;
     std::string_view field;
-    if (name == kCpuUtil) {
-      v.cpu_util = value;
-    } else if (name == kCpuIowait) {
-      v.iowait = value;
-    } else if (name == kCpuCount) {
-      v.cpu_count = value;
-    } else if (name == kProcCount) {
-      v.proc_count = value;
-    } else if (name == kGpuCount) {
-      v.gpu_count = value;
-    } else if (name == kMemUsedBytes) {
-      v.mem_used = value;
-    } else if (name == kMemTotalBytes) {
-      v.mem_total = value;
+    auto whole = std::find_if(std::begin(kWholeMachine), std::end(kWholeMachine),
+                              [&](const auto& f) { return name == f.first; });
+    if (whole != std::end(kWholeMachine)) {
+      v.*(whole->second) = value;
     } else if (ParseCoreMetric(name, &i, &field)) {
       if (field == core::kUtil) v.cores.push_back(value);
     } else if (ParseGpuMetric(name, &i, &field)) {
       GpuReading& g = v.gpus[i];
-      if (field == gpu::kUtil)
-        g.util = value;
-      else if (field == gpu::kMemUsedBytes)
-        g.mem_used = value;
-      else if (field == gpu::kMemTotalBytes)
-        g.mem_total = value;
-      else if (field == gpu::kSmActive)
-        g.sm_active = value;
-      else if (field == gpu::kProcMemBytes)
-        g.proc_mem = value;
-      else if (field == gpu::kPowerW)
-        g.power_w = value;
-      else if (field == gpu::kTempC)
-        g.temp_c = value;
+      for (const auto& [f, member] : kGpuReadings) {
+        if (field == f) g.*member = value;
+      }
     }
   }
   if (std::isnan(v.cpu_count) && !v.cores.empty()) v.cpu_count = v.cores.size();

@@ -252,6 +252,23 @@ void SampleBuilder::BuildProcesses(int64_t now_us, Metrics* out) {
   out->insert(out->end(), process_.last.begin(), process_.last.end());
 }
 
+namespace {
+// The GpuSample readings written as gpu<i>.<field>, in the order written.
+constexpr std::pair<const char*, double GpuSample::*> kGpuFields[] = {
+    {schema::gpu::kUtil, &GpuSample::util},
+    {schema::gpu::kMemUtil, &GpuSample::mem_util},
+    {schema::gpu::kMemUsedBytes, &GpuSample::mem_used_bytes},
+    {schema::gpu::kMemTotalBytes, &GpuSample::mem_total_bytes},
+    {schema::gpu::kPowerW, &GpuSample::power_w},
+    {schema::gpu::kPowerLimitW, &GpuSample::power_limit_w},
+    {schema::gpu::kTempC, &GpuSample::temp_c},
+    {schema::gpu::kSmClockMhz, &GpuSample::sm_clock_mhz},
+    {schema::gpu::kSmActive, &GpuSample::sm_active},
+    {schema::gpu::kSmOccupancy, &GpuSample::sm_occupancy},
+    {schema::gpu::kTensorActive, &GpuSample::tensor_active},
+    {schema::gpu::kDramActive, &GpuSample::dram_active}};
+}  // namespace
+
 void SampleBuilder::BuildGpu(Metrics* out) {
   if (gpu_ == nullptr) return;
   out->emplace_back(schema::kGpuCount, static_cast<double>(gpu_->device_count()));
@@ -267,18 +284,7 @@ void SampleBuilder::BuildGpu(Metrics* out) {
     auto add = [&](const char* field, double v) {
       if (!std::isnan(v)) out->emplace_back(base + field, v);
     };
-    add(schema::gpu::kUtil, s.util);
-    add(schema::gpu::kMemUtil, s.mem_util);
-    add(schema::gpu::kMemUsedBytes, s.mem_used_bytes);
-    add(schema::gpu::kMemTotalBytes, s.mem_total_bytes);
-    add(schema::gpu::kPowerW, s.power_w);
-    add(schema::gpu::kPowerLimitW, s.power_limit_w);
-    add(schema::gpu::kTempC, s.temp_c);
-    add(schema::gpu::kSmClockMhz, s.sm_clock_mhz);
-    add(schema::gpu::kSmActive, s.sm_active);
-    add(schema::gpu::kSmOccupancy, s.sm_occupancy);
-    add(schema::gpu::kTensorActive, s.tensor_active);
-    add(schema::gpu::kDramActive, s.dram_active);
+    for (const auto& [field, member] : kGpuFields) add(field, s.*member);
     if (s.has_procs) {
       double tree_bytes = 0;
       for (const auto& [pid, bytes] : s.procs) {
