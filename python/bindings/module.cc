@@ -13,6 +13,7 @@ PYBIND11_MODULE(_core, m) {
   pyb::InitSchedule(m);
   pyb::InitCheckpoint(m);
   pyb::InitRuntime(m);
+  pyb::InitSchema(m);
 #ifdef TS_PY_HAVE_RULES
   pyb::InitRules(m);
   m.attr("HAVE_RULES") = true;

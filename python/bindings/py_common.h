@@ -46,5 +46,6 @@ void InitStepClock(py::module_& m);
 void InitSchedule(py::module_& m);
 void InitCheckpoint(py::module_& m);
 void InitRuntime(py::module_& m);
+void InitSchema(py::module_& m);
 
 }  // namespace trainscope::pyb

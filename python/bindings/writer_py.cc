@@ -6,6 +6,7 @@
 
 #include "stats_py.h"
 #include "store/fatal_signals.h"
+#include "trainscope/schema.h"
 #include "trainscope/stats.h"
 
 namespace trainscope::pyb {
@@ -123,7 +124,7 @@ size_t SummarizeAndPut(PyWriter& w, std::vector<SummaryRecord>& recs,
 void InitWriter(py::module_& m) {
   py::class_<PyWriter, std::shared_ptr<PyWriter>>(m, "Writer",
                                                   "Appends records to one stream of a run.")
-      .def(py::init(&OpenWriter), py::arg("run_dir"), py::arg("stream") = "worker-0",
+      .def(py::init(&OpenWriter), py::arg("run_dir"), py::arg("stream") = schema::kMainWorkerStream,
            py::arg("queue_max_records") = 65536, py::arg("queue_max_bytes") = 256u << 20,
            py::arg("flush_interval_ms") = 200, py::arg("byte_budget") = 0,
            py::arg("zstd_level") = 1, py::arg("stats_interval_ms") = 5000,

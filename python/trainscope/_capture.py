@@ -13,6 +13,7 @@ from typing import Dict, List, Sequence
 
 from ._grad_norm import _GradNormRecorder
 from ._modes import Mode
+from ._schema import EVENT
 from ._step_clock import CALLBACK_GRADIENT, CALLBACK_MODEL_POST, CALLBACK_MODEL_PRE
 
 log = logging.getLogger("trainscope")
@@ -161,7 +162,7 @@ class Capture:
                "its activations/inputs are not recorded (a hook there would be traced into "
                "the graph); the model's parameters and gradients are")
         log.warning(msg)
-        self.add_event("torch_compile", {"message": msg, "layer": mname,
+        self.add_event(EVENT.TORCH_COMPILE, {"message": msg, "layer": mname,
                                          "step": self.step_count})
 
     _warned_compiled = False

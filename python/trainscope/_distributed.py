@@ -41,6 +41,7 @@ import time
 from typing import Optional
 
 from ._modes import Mode
+from ._schema import EVENT
 
 log = logging.getLogger("trainscope")
 
@@ -145,7 +146,7 @@ class StopCoordinator:
         if first:
             log.warning("trainscope: stop requested (%s): %s; held until all ranks agree at "
                         "a step boundary", source, reason)
-            self._event("stop_deferred", {"reason": reason, "source": source,
+            self._event(EVENT.STOP_DEFERRED, {"reason": reason, "source": source,
                                           "step": self._hook.step_count})
         return True
 
@@ -188,7 +189,7 @@ class StopCoordinator:
         self._work = None
         if self._state != "off":
             self._state = "off"
-        self._event("stop_sync_stats", self.stats())
+        self._event(EVENT.STOP_SYNC_STATS, self.stats())
 
     # -------------------------------------------------------------------- phases
     def _next(self, steps: int) -> None:
@@ -223,7 +224,7 @@ class StopCoordinator:
         self._group = dist.new_group(backend="gloo",
                                      timeout=datetime.timedelta(seconds=self._timeout_s))
         self._state = "rounds"
-        self._hook_event("stop_sync_on", {"rank": self._rank, "world_size": self._world,
+        self._hook_event(EVENT.STOP_SYNC_ON, {"rank": self._rank, "world_size": self._world,
                                           "target_ms": self._target_ms})
         self._launch(FIRST_INTERVAL)
 
@@ -284,7 +285,7 @@ class StopCoordinator:
             except Exception:
                 pass
             reason = "rank %d: %s" % (requester, reason)
-        self._hook_event("stop_agreed", {"rank": self._rank, "step": step,
+        self._hook_event(EVENT.STOP_AGREED, {"rank": self._rank, "step": step,
                                          "requested_by": requester,
                                          "requested_at_step": asked, "rounds": self.rounds,
                                          "reason": reason})
@@ -301,7 +302,7 @@ class StopCoordinator:
         if why:
             log.warning("trainscope: stops are not coordinated across ranks (%s): a stop "
                         "request ends this rank's loop alone", why)
-            self._hook_event("stop_sync_off", {"reason": why})
+            self._hook_event(EVENT.STOP_SYNC_OFF, {"reason": why})
         with self._lock:
             pending, self._local = self._local, None
         if pending is not None:  # a request held so far is honoured locally now

@@ -19,6 +19,7 @@ import os
 import time
 
 from ._errors import check_bool, check_int
+from ._schema import FILE, profile_file
 
 log = logging.getLogger("trainscope")
 
@@ -44,9 +45,9 @@ def _distributed_initialized() -> bool:
 class ProfilerWindow:
     def __init__(self, config, run_dir: str, worker: str):
         self.config = config
-        self.dir = os.path.join(run_dir, "profile")
+        self.dir = os.path.join(run_dir, FILE.PROFILE_DIR)
         self.worker = worker
-        self.trace_path = os.path.join(self.dir, f"trace-{worker}.json")
+        self.trace_path = os.path.join(self.dir, profile_file("trace", worker))
         self._torch = None
         self._cprofile = None
         self._start_ns = 0
@@ -130,7 +131,7 @@ class ProfilerWindow:
             "functions": functions,
             "operators": operators[:max(self.config.top_functions, 100)],
         }
-        fpath = os.path.join(self.dir, f"functions-{self.worker}.json")
+        fpath = os.path.join(self.dir, profile_file("functions", self.worker))
         tmp = fpath + ".tmp"
         with open(tmp, "w") as f:
             json.dump(table, f)

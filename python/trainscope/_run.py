@@ -19,6 +19,7 @@ from . import _core
 from ._errors import ConfigError
 from ._grad_norm import _GradNormRecorder
 from ._modes import TrainingStopped
+from ._schema import EVENT
 from ._step_clock import _now_us
 
 if TYPE_CHECKING:
@@ -257,7 +258,7 @@ class RunLifecycle:
         log.warning("trainscope: stop requested (%s): %s", source, reason)
         try:
             if self._writer is not None:
-                self._writer.add_event("stop_requested", json.dumps({
+                self._writer.add_event(EVENT.STOP_REQUESTED, json.dumps({
                     "reason": reason, "source": source, "step": self.step_count}))
         except Exception:
             pass
@@ -270,7 +271,7 @@ class RunLifecycle:
                 self._run_step_callbacks("stop")  # e.g. a final checkpoint
             try:
                 if self._writer is not None:
-                    self._writer.add_event("stop_honoured", json.dumps({
+                    self._writer.add_event(EVENT.STOP_HONOURED, json.dumps({
                         "reason": self._stop_reason, "step": self.step_count}))
             except Exception:
                 pass
@@ -294,7 +295,7 @@ class RunLifecycle:
             info = p.stop(self.step_count)
             if self._writer is not None:
                 self._flush_pending()  # keep records in step order
-                self._writer.add_event("profiler_window", json.dumps(info))
+                self._writer.add_event(EVENT.PROFILER_WINDOW, json.dumps(info))
         except Exception as e:
             self._fail("profiler", e)
 
@@ -310,7 +311,7 @@ class RunLifecycle:
                 log.warning("trainscope: internal error in %s (training continues): %s",
                             where, msg)
             if self._writer is not None and (n == 1 or n % 100 == 0):
-                self._writer.add_event("hook_error", json.dumps({
+                self._writer.add_event(EVENT.HOOK_ERROR, json.dumps({
                     "where": where, "message": msg, "count": n, "total": self.error_count,
                     "step": self.step_count}))
             if self.error_count >= self._max_errors and self._saving:
@@ -372,7 +373,7 @@ class RunLifecycle:
             except Exception as e:
                 self._fail("close", e)
             try:
-                w.add_event("run_end", json.dumps({
+                w.add_event(EVENT.RUN_END, json.dumps({
                     "worker": self.worker, "steps": self.step_count,
                     "mode_steps": {m.name: s for m, s in self._mode_steps.items()},
                     "hook_errors": self.error_count, "errors": self.errors}))

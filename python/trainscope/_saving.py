@@ -14,6 +14,7 @@ from . import _core
 from ._capture import _is_dtensor
 from ._dtypes import _torch_codes, torch_to_buffer
 from ._modes import Mode
+from ._schema import EVENT
 from ._step_clock import COUNTER_MODE_STEPS, MODES, _now_us
 from ._storage import SUMMARY_BYTES
 
@@ -219,7 +220,7 @@ class Saving:
         log.warning(message)
         try:
             if self._writer is not None:
-                self._writer.add_event("storage_warning", json.dumps({"message": message}))
+                self._writer.add_event(EVENT.STORAGE_WARNING, json.dumps({"message": message}))
         except Exception:
             pass
 

@@ -28,10 +28,12 @@ import threading
 import time
 from typing import Optional
 
+from ._schema import EVENT, FILE
+
 log = logging.getLogger("trainscope")
 
 POLL_S = 0.5
-REQUEST = os.path.join("control", "stacks.json")
+REQUEST = os.path.join(FILE.CONTROL_DIR, FILE.STACKS_REQUEST)
 RULE = "stalled_training_loop"
 MAX_CAPTURES = 20  # per hook: a request repeated forever must not fill the disk
 
@@ -39,7 +41,7 @@ MAX_CAPTURES = 20  # per hook: a request repeated forever must not fill the disk
 def request_capture(run_dir: str, reason: str, by: str) -> str:
     """Writes RUN/control/stacks.json (atomically); returns the request id."""
     rid = "%d-%s-%d" % (time.time_ns() // 1000, socket.gethostname(), os.getpid())
-    d = os.path.join(run_dir, "control")
+    d = os.path.join(run_dir, FILE.CONTROL_DIR)
     os.makedirs(d, exist_ok=True)
     tmp = os.path.join(d, ".stacks.json.%d" % os.getpid())
     with open(tmp, "w") as f:
@@ -149,7 +151,7 @@ class StackWatch:
                     reason)
         w = h._writer
         if w is not None:
-            w.add_event("stacks_captured", json.dumps({"path": os.path.relpath(path, h.out_dir),
+            w.add_event(EVENT.STACKS_CAPTURED, json.dumps({"path": os.path.relpath(path, h.out_dir),
                                                        "reason": reason,
                                                        "request": request,
                                                        "step": h.step_count}))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Optional
 
 from . import _core
 from ._modes import Mode, TrainingStopped
+from ._schema import EVENT
 from .collection import NEVER
 
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ class ClockUpcalls:
                 reason = f"{ns.rule_id}: {name} is {value} at step {step}"
                 try:
                     if self._writer is not None:
-                        self._writer.add_event("nonfinite_loss_stop", json.dumps({
+                        self._writer.add_event(EVENT.NONFINITE_LOSS_STOP, json.dumps({
                             "rule": ns.rule_id, "tensor": name, "value": str(value),
                             "step": step}))
                 except Exception:

@@ -52,6 +52,7 @@ from ._profiler import ProfilerConfig
 from ._run import RunLifecycle, _register_atexit, _require_torch, _set_eval_frame, _worker_rank
 from ._saving import Saving
 from ._schedule import SaveSchedule
+from ._schema import worker_stream
 from ._step_clock import (CALLBACK_LOSS, COUNTER_LOSS_NEXT, COUNTER_MODE_STEPS, COUNTER_NEXT_SAVE,
                           MODES, ClockUpcalls, _clock_field, _ModeArray, _now_us)
 from ._storage import GB, StorageAccount
@@ -229,7 +230,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             out_dir = os.path.join("trainscope-runs",
                                    time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
         self.out_dir = str(out_dir)
-        self.worker = worker or f"worker-{_worker_rank()}"
+        self.worker = worker or worker_stream(_worker_rank())
 
         self.collections = as_collections(collections, self.save_interval)  # or ConfigError
         self._rules_spec = rules

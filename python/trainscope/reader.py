@@ -27,6 +27,7 @@ import numpy as np
 from . import _core
 from ._dtypes import FLOAT64, raw_to_numpy
 from ._modes import Mode, NotFoundError
+from ._schema import STREAM
 
 
 def _mode_arg(mode) -> int:
@@ -83,7 +84,7 @@ class Run:
         self._fresh()
         if self._r.ended():
             return True
-        streams = [s for s in self._r.streams() if not s.startswith("watch-")]
+        streams = [s for s in self._r.streams() if not s.startswith(STREAM.WATCH_PREFIX)]
         return bool(streams) and not any(self._r.stream_live(s) for s in streams)
 
     def steps(self, mode=None, worker: Optional[str] = None) -> List[int]:

@@ -10,6 +10,7 @@
 #include "export/export_util.h"
 #include "trainscope/export.h"
 #include "trainscope/reader.h"
+#include "trainscope/schema.h"
 #include "util/env.h"
 #include "util/logging.h"
 
@@ -62,10 +63,6 @@ void AddSteps(const std::vector<StepRecord>& steps, int64_t pid, json* events) {
   }
 }
 
-bool ChartedMetric(const std::string& name) {
-  return name.find(".core") == std::string::npos && name.rfind("proc.", 0) != 0;
-}
-
 // Reads one torch.profiler / Kineto trace. Returns its events (ts shifted to epoch µs when the
 // file says where its clock starts, or when it is relative and we know the window's start).
 Status ReadProfile(const std::string& path, int64_t window_start_us, json* out) {
@@ -106,7 +103,7 @@ Status ReadProfile(const std::string& path, int64_t window_start_us, json* out) 
 
 int64_t ProfileWindowStart(const std::vector<EventRecord>& events) {
   for (const auto& e : events) {
-    if (e.kind.find("profil") != std::string::npos) return e.wall_us;
+    if (schema::CanonicalEventKind(e.kind) == schema::event::kProfilerWindow) return e.wall_us;
   }
   return 0;
 }
@@ -125,13 +122,11 @@ Status ExportChromeTrace(const std::string& run_dir, const std::string& out_file
   namespace fs = std::filesystem;
   std::error_code ec;
   std::vector<std::string> profiles;
-  const std::string profile_dir = JoinPath(run_dir, "profile");
+  const std::string profile_dir = JoinPath(run_dir, schema::kProfileDir);
   if (fs::is_directory(profile_dir, ec)) {
     for (const auto& e : fs::directory_iterator(profile_dir, ec)) {
       const std::string name = e.path().filename().string();
-      if (name.size() > 5 && name.substr(name.size() - 5) == ".json") {
-        profiles.push_back(e.path().string());
-      }
+      if (schema::ParseProfileFileName(name)) profiles.push_back(e.path().string());
     }
   }
   std::sort(profiles.begin(), profiles.end());
@@ -177,7 +172,7 @@ Status ExportChromeTrace(const std::string& run_dir, const std::string& out_file
     }
     for (const SystemSampleRecord& s : samples) {
       for (const auto& [name, value] : s.metrics) {
-        if (!ChartedMetric(name)) continue;
+        if (!schema::IsChartedMetric(name)) continue;
         events.push_back({{"name", name},
                           {"ph", "C"},
                           {"ts", s.wall_us},

@@ -106,11 +106,11 @@ void Findings(const RunData& d, RunAnalysis* a) {
 void SystemStats(const std::vector<SystemTable>& tables, RunAnalysis* a) {
   for (const auto& t : tables) {
     for (const auto& [metric, col] : t.cols) {
-      if (metric.rfind("cpu.core", 0) == 0 || metric == "gpu.count") continue;
+      if (metric.rfind(schema::kCorePrefix, 0) == 0 || metric == schema::kGpuCount) continue;
       SystemStat s;
       s.node = t.node;
       s.metric = metric;
-      s.unit = report_internal::MetricUnit(metric);
+      s.unit = schema::MetricUnit(metric);
       s.p = ComputePercentiles(col);
       if (s.p.n) a->system.push_back(std::move(s));
     }
@@ -120,18 +120,18 @@ void SystemStats(const std::vector<SystemTable>& tables, RunAnalysis* a) {
 void Events(const RunData& d, RunAnalysis* a) {
   int64_t preempt_at = 0;
   for (const auto& e : d.events) {
-    if (e.kind == "checkpoint") {
+    if (e.kind == schema::event::kCheckpoint) {
       ++a->events.checkpoints;
       a->events.checkpoint_total_s += JsonDouble(e.json, "duration_us", 0) / 1e6;
-    } else if (e.kind == "preempted") {
+    } else if (e.kind == schema::event::kPreempted) {
       ++a->events.preemptions;
       preempt_at = e.wall_us;
-    } else if (e.kind == "resumed") {
+    } else if (e.kind == schema::event::kResumed) {
       ++a->events.resumes;
       if (preempt_at > 0 && e.wall_us > preempt_at)
         a->events.lost_s += (e.wall_us - preempt_at) / 1e6;
       preempt_at = 0;
-    } else if (e.kind == "rollback") {
+    } else if (e.kind == schema::event::kRollback) {
       ++a->events.rollbacks;
     }
   }

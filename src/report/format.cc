@@ -65,17 +65,4 @@ std::string IsoTime(int64_t wall_us) {
   return buf;
 }
 
-std::string MetricUnit(const std::string& m) {
-  auto ends = [&](const char* s) {
-    std::string suf(s);
-    return m.size() >= suf.size() && m.compare(m.size() - suf.size(), suf.size(), suf) == 0;
-  };
-  if (ends("bytes_per_s")) return "bytes/s";
-  if (ends("bytes")) return "bytes";
-  if (ends("util") || ends("sm_active")) return "%";
-  if (ends("power_w")) return "W";
-  if (ends("temp_c")) return "°C";
-  return "";
-}
-
 }  // namespace trainscope::report_internal

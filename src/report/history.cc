@@ -263,7 +263,7 @@ HistoryEntry HistoryEntryFrom(const RunAnalysis& a) {
   e.gpu_util_p95 = a.m.gpu_util_p95;
   e.cpu_util_p95 = a.m.cpu_util_p95;
   for (const auto& s : a.system) {
-    if (s.metric == "cpu.util") e.cpu_util_avg = s.p.mean;
+    if (s.metric == schema::kCpuUtil) e.cpu_util_avg = s.p.mean;
   }
   e.data_wait_share = a.m.data_wait_share;
   e.cost_usd = a.cost.available ? a.cost.total_usd : -1;
@@ -303,7 +303,7 @@ namespace trainscope {
 Result<HistoryEntry> LookupRun(const std::string& key, const std::string& history_path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::is_directory(key, ec) && fs::exists(fs::path(key) / "run.json", ec)) {
+  if (fs::is_directory(key, ec) && fs::exists(fs::path(key) / schema::kManifestFile, ec)) {
     auto data = LoadRunData(key);
     if (!data.ok()) return data.status();
     auto catalog = LoadInstanceCatalog();

@@ -208,10 +208,10 @@ json SystemCharts(const std::vector<SystemTable>& tables, const RunAnalysis& a,
       }
       return lines;
     };
-    auto gpus = [&](const char* suffix, double scale) {
+    auto gpus = [&](const char* field, double scale) {
       std::vector<Line> lines;
       for (int i = 0; i < 64; ++i) {
-        std::string n = "gpu" + std::to_string(i) + suffix;
+        std::string n = schema::GpuMetric(i, field);
         if (const auto* c = t.Col(n)) lines.push_back({n, *c, scale});
       }
       return lines;
@@ -224,14 +224,14 @@ json SystemCharts(const std::vector<SystemTable>& tables, const RunAnalysis& a,
           LineChart(t.node + "-" + id, title, "time (s)", unit, x, std::move(lines), o.max_points);
       charts.push_back(std::move(c));
     };
-    add("gpu-util", "GPU utilisation", "%", gpus(".util", 1));
-    add("gpu-mem", "GPU memory used", "GB", gpus(".mem_used_bytes", gb));
-    add("cpu", "CPU utilisation", "%", pick({"cpu.util", "proc.tree_cpu_util"}, 1));
-    add("mem", "Memory", "GB", pick({"mem.used_bytes", "proc.tree_rss_bytes"}, gb));
-    add("disk", "Disk I/O", "MB/s", pick({"disk.read_bytes_per_s", "disk.write_bytes_per_s"}, mb));
-    add("net", "Network", "MB/s", pick({"net.rx_bytes_per_s", "net.tx_bytes_per_s"}, mb));
-    add("gpu-power", "GPU power", "W", gpus(".power_w", 1));
-    add("gpu-temp", "GPU temperature", "°C", gpus(".temp_c", 1));
+    add("gpu-util", "GPU utilisation", "%", gpus(schema::gpu::kUtil, 1));
+    add("gpu-mem", "GPU memory used", "GB", gpus(schema::gpu::kMemUsedBytes, gb));
+    add("cpu", "CPU utilisation", "%", pick({schema::kCpuUtil, schema::kProcTreeCpuUtil}, 1));
+    add("mem", "Memory", "GB", pick({schema::kMemUsedBytes, schema::kProcTreeRssBytes}, gb));
+    add("disk", "Disk I/O", "MB/s", pick({schema::kDiskReadBytesPerS, schema::kDiskWriteBytesPerS}, mb));
+    add("net", "Network", "MB/s", pick({schema::kNetRxBytesPerS, schema::kNetTxBytesPerS}, mb));
+    add("gpu-power", "GPU power", "W", gpus(schema::gpu::kPowerW, 1));
+    add("gpu-temp", "GPU temperature", "°C", gpus(schema::gpu::kTempC, 1));
     nodes.push_back({{"node", t.node}, {"charts", charts}});
   }
   return nodes;
@@ -330,6 +330,8 @@ std::string Page(const std::string& title, const std::string& data_json) {
   page = Replace(page, "/*TS:CHART_LIB_CSS*/", WebAsset("dygraph.css"));
   page = Replace(page, "/*TS:REPORT_CSS*/", WebAsset("report.css"));
   page = Replace(page, "/*TS:CHART_LIB_JS*/", ScriptSafe(WebAsset("dygraph.js")));
+  page = Replace(page, "/*TS:SCHEMA_JS*/", ScriptSafe(schema::WebScript()));
+  page = Replace(page, "/*TS:WIDGETS_JS*/", ScriptSafe(WebAsset("widgets.js")));
   page = Replace(page, "/*TS:CHARTS_JS*/", ScriptSafe(WebAsset("charts.js")));
   page = Replace(page, "/*TS:REPORT_JS*/", ScriptSafe(WebAsset("report.js")));
   page = Replace(page, "/*TS:DATA*/", JsonSafe(data_json));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "trainscope/report.h"
+#include "trainscope/schema.h"
 
 namespace trainscope::report_internal {
 
@@ -37,7 +38,6 @@ std::string Money(double usd);                 // "$12.34"
 std::string Duration(double seconds);          // "2h 03m", "4m 10s", "12.3 s"
 std::string Percent(double share);             // 0.123 -> "12%"
 std::string IsoTime(int64_t wall_us);          // "2026-11-30T01:02:03Z"
-std::string MetricUnit(const std::string& metric);
 
 }  // namespace trainscope::report_internal
 

@@ -1,13 +1,12 @@
 // Measurements derived from a run: system tables, GPU/CPU utilisation, data-wait share.
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "report/internal.h"
+#include "trainscope/schema.h"
 
 namespace trainscope::report_internal {
 namespace {
@@ -15,21 +14,16 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kGB = 1024.0 * 1024.0 * 1024.0;
 
-bool StartsWith(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
-bool EndsWith(const std::string& s, const char* p) {
-  size_t n = std::strlen(p);
-  return s.size() >= n && s.compare(s.size() - n, n, p) == 0;
+// "gpu3.util" -> 3 when the name is gpu<i>.<field>; -1 otherwise.
+int GpuIndex(const std::string& name, std::string_view field) {
+  int i;
+  std::string_view f;
+  return schema::ParseGpuMetric(name, &i, &f) && f == field ? i : -1;
 }
-// "gpu3.util" -> 3 when the name is gpu<i>.<suffix>; -1 otherwise.
-int GpuIndex(const std::string& name, const char* suffix) {
-  if (!StartsWith(name, "gpu") || !EndsWith(name, suffix)) return -1;
-  size_t dot = name.find('.');
-  if (dot == std::string::npos || dot <= 3) return -1;
-  for (size_t i = 3; i < dot; ++i) {
-    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
-  }
-  if (name.compare(dot, std::string::npos, suffix) != 0) return -1;
-  return std::stoi(name.substr(3, dot - 3));
+bool IsCoreUtil(const std::string& name) {
+  int i;
+  std::string_view f;
+  return schema::ParseCoreMetric(name, &i, &f) && f == schema::core::kUtil;
 }
 
 void Append(std::vector<double>* out, const std::vector<double>* col) {
@@ -61,7 +55,7 @@ int ConfigInt(const std::string& json, const char* key) {
 int GpuCount(const SystemTable& t) {
   int n = 0;
   for (const auto& [name, col] : t.cols) {
-    if (GpuIndex(name, ".util") >= 0) ++n;
+    if (GpuIndex(name, schema::gpu::kUtil) >= 0) ++n;
   }
   return n;
 }
@@ -93,7 +87,7 @@ std::vector<SystemTable> BuildSystemTables(const RunData& d) {
 }
 
 const std::vector<StepRecord>* MainSteps(const RunData& d, std::string* stream) {
-  auto it = d.steps.find("worker-0");
+  auto it = d.steps.find(schema::kMainWorkerStream);
   if (it == d.steps.end() || it->second.empty()) {
     it = d.steps.end();
     for (auto j = d.steps.begin(); j != d.steps.end(); ++j) {
@@ -137,17 +131,17 @@ Measurements MeasureTables(const RunData& d, const std::vector<SystemTable>& tab
     int gpus = 0, cores = 0;
     std::vector<const std::vector<double>*> utils;
     for (const auto& [name, col] : t.cols) {
-      if (GpuIndex(name, ".util") >= 0) {
+      if (GpuIndex(name, schema::gpu::kUtil) >= 0) {
         ++gpus;
         utils.push_back(&col);
         Append(&gpu_util, &col);
-      } else if (GpuIndex(name, ".mem_used_bytes") >= 0) {
+      } else if (GpuIndex(name, schema::gpu::kMemUsedBytes) >= 0) {
         for (double v : col) {
           if (!std::isnan(v)) gpu_mem_max = std::max(gpu_mem_max, v / kGB);
         }
-      } else if (GpuIndex(name, ".mem_total_bytes") >= 0) {
+      } else if (GpuIndex(name, schema::gpu::kMemTotalBytes) >= 0) {
         Append(&gpu_mem_total, &col);
-      } else if (StartsWith(name, "cpu.core") && EndsWith(name, ".util")) {
+      } else if (IsCoreUtil(name)) {
         ++cores;
       }
     }
@@ -161,9 +155,9 @@ Measurements MeasureTables(const RunData& d, const std::vector<SystemTable>& tab
       }
       gpu_mean_per_sample.push_back(n ? sum / n : kNaN);
     }
-    Append(&cpu, t.Col("cpu.util"));
-    Append(&mem_used, t.Col("mem.used_bytes"));
-    Append(&mem_total, t.Col("mem.total_bytes"));
+    Append(&cpu, t.Col(schema::kCpuUtil));
+    Append(&mem_used, t.Col(schema::kMemUsedBytes));
+    Append(&mem_total, t.Col(schema::kMemTotalBytes));
   }
   if (!gpu_util.empty()) {
     Percentiles p = ComputePercentiles(gpu_util);

@@ -6,6 +6,7 @@
 #include "rules/builtin/dist_scalars.h"
 #include "trainscope/reader.h"
 #include "trainscope/report.h"
+#include "trainscope/schema.h"
 #include "util/env.h"
 #include "util/logging.h"
 
@@ -47,18 +48,23 @@ bool IsTraceFile(const fs::path& p) {
   return true;
 }
 
+// "profile/<file>": how the report links a profile file (relative to the run directory).
+std::string ProfileRelPath(const std::string& file) {
+  return std::string(schema::kProfileDir) + "/" + file;
+}
+
 // RUN/profile/functions-<worker>.json (docs/report.md) and the matching trace-<worker>.json.
 std::vector<ProfileWindow> LoadProfiles(const std::string& run_dir) {
   std::vector<ProfileWindow> out;
   std::error_code ec;
-  fs::path dir = fs::path(run_dir) / "profile";
+  fs::path dir = fs::path(run_dir) / schema::kProfileDir;
   if (!fs::is_directory(dir, ec)) return out;
   std::vector<fs::path> files;
   for (const auto& ent : fs::directory_iterator(dir, ec)) files.push_back(ent.path());
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
-    std::string base = f.filename().string();
-    if (base.rfind("functions-", 0) != 0 || f.extension() != ".json") continue;
+    auto name = schema::ParseProfileFileName(f.filename().string());
+    if (!name || name->kind != schema::ProfileFileKind::kFunctions) continue;
     // Like every run file: never blocks (a FIFO), never reads what is not a regular file, and
     // bounded (a functions file holds the top functions of one window: kilobytes).
     std::string text;
@@ -70,7 +76,7 @@ std::vector<ProfileWindow> LoadProfiles(const std::string& run_dir) {
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) continue;  // a half-written file: skip it
     ProfileWindow w;
-    w.worker = base.substr(10, base.size() - 10 - 5);
+    w.worker = name->worker;
     if (j.contains("window") && j["window"].is_object()) {
       w.start_step = j["window"].value("start_step", int64_t{0});
       w.num_steps = j["window"].value("num_steps", int64_t{0});
@@ -78,21 +84,22 @@ std::vector<ProfileWindow> LoadProfiles(const std::string& run_dir) {
     w.step_time_us = j.value("step_time_us", 0.0);
     w.functions = Entries(j.value("functions", nlohmann::json::array()));
     w.operators = Entries(j.value("operators", nlohmann::json::array()));
-    std::string trace = "trace-" + w.worker + ".json";
-    if (IsTraceFile(dir / trace)) w.trace_file = "profile/" + trace;
+    std::string trace = schema::ProfileFile(schema::ProfileFileKind::kTrace, w.worker);
+    if (IsTraceFile(dir / trace)) w.trace_file = ProfileRelPath(trace);
     out.push_back(std::move(w));
   }
   // Traces without a functions file still get a link.
   for (const auto& f : files) {
-    std::string base = f.filename().string();
-    if (base.rfind("trace-", 0) != 0 || f.extension() != ".json") continue;
-    std::string worker = base.substr(6, base.size() - 6 - 5);
+    const std::string base = f.filename().string();
+    auto name = schema::ParseProfileFileName(base);
+    if (!name || name->kind != schema::ProfileFileKind::kTrace) continue;
+    const std::string& worker = name->worker;
     bool seen = std::any_of(out.begin(), out.end(),
                             [&](const ProfileWindow& w) { return w.worker == worker; });
     if (!seen && IsTraceFile(f)) {
       ProfileWindow w;
       w.worker = worker;
-      w.trace_file = "profile/" + base;
+      w.trace_file = ProfileRelPath(base);
       out.push_back(std::move(w));
     }
   }
@@ -161,7 +168,7 @@ Result<RunData> LoadRunData(const std::string& run_dir) {
   int64_t end_event = 0;
   for (const auto& e : d.events) {
     see(e.wall_us);
-    if (e.kind == "run_end" || e.kind == "run_ended" || e.kind == "end") end_event = e.wall_us;
+    if (schema::CanonicalEventKind(e.kind) == schema::event::kRunEnd) end_event = e.wall_us;
   }
   for (const auto& e : d.rule_events) see(e.wall_us);
   d.end_us = end_event ? end_event : latest;

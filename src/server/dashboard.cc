@@ -12,6 +12,7 @@
 #include "trainscope/server.h"
 #include "util/env.h"
 #ifdef TS_HAVE_WEB_ASSETS
+#include "trainscope/schema.h"
 #include "trainscope/report.h"  // WebAsset(): assets embedded at build time (web/CMakeLists.txt)
 #endif
 
@@ -84,11 +85,14 @@ constexpr StaticMount kMounts[] = {{"/static/dashboard/", "dashboard"},
   if (url == "/static/dashboard/index.html") return "dashboard.html";
   if (url == "/static/dashboard/dashboard.js") return "dashboard.js";
   if (url == "/static/dashboard/dashboard.css") return "dashboard.css";
+  if (url == "/static/src/widgets.js") return "widgets.js";
   if (url == "/static/src/charts.js") return "charts.js";
   if (url == "/static/dygraphs/dygraph.min.js") return "dygraph.js";
   if (url == "/static/dygraphs/dygraph.min.css") return "dygraph.css";
   return "";
 }
+
+constexpr char kSchemaScriptUrl[] = "/static/src/schema.js";  // schema::WebScript()
 
 const char* kCsp =
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -197,6 +201,8 @@ class DashboardServer::Impl {
   }
 
   Response Static(const std::string& url) {
+    // The names a run uses, from the same source as the C++ (trainscope/schema.h).
+    if (url == kSchemaScriptUrl) return StaticResponse(url, schema::WebScript());
     for (const StaticMount& m : kMounts) {
       const std::string prefix = m.url_prefix;
       if (url.rfind(prefix, 0) != 0) continue;

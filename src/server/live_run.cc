@@ -4,16 +4,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "trainscope/schema.h"
+
 namespace trainscope::server {
 namespace {
 
 using nlohmann::json;
-
-// The dashboard charts whole-machine and per-GPU metrics; per-core and per-process series stay
-// in /metrics and the CSV export.
-bool DashboardMetric(const std::string& name) {
-  return name.find(".core") == std::string::npos && name.rfind("proc.", 0) != 0;
-}
 
 template <typename V>
 size_t FirstAfter(const V& v, uint64_t since) {
@@ -36,7 +32,7 @@ void LiveRun::OnSystemSample(const std::string& stream, const SystemSampleRecord
   SystemSampleRecord kept;
   kept.wall_us = r.wall_us;
   for (const auto& m : r.metrics) {
-    if (DashboardMetric(m.first)) kept.metrics.push_back(m);
+    if (schema::IsChartedMetric(m.first)) kept.metrics.push_back(m);
   }
   samples_.push_back({++seq_, stream, std::move(kept)});
 }

@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <regex>
 
 #include "trainscope/reader.h"
+#include "trainscope/schema.h"
 #include "trainscope/server.h"
 
 namespace trainscope {
@@ -16,28 +16,14 @@ using Labels = PrometheusText::Labels;
 constexpr size_t kRecentSteps = 100;
 
 // "gpu0.mem_used_bytes" -> trainscope_gpu_mem_used_bytes{gpu="0"}; "cpu.core3.user" ->
-// trainscope_cpu_core_user{core="3"}; "proc.1234.rss_bytes" -> trainscope_proc_rss_bytes{pid=..}.
+// trainscope_cpu_core_user{core="3"}; "proc.1234.rss_bytes" -> trainscope_proc_rss_bytes{pid=..}
+// (the name's shape is the schema's: schema::SplitIndexedName).
 void SystemMetricName(const std::string& metric, std::string* family, Labels* labels) {
-  static const std::regex indexed("^(gpu|core)([0-9]+)$");
+  schema::IndexedName split = schema::SplitIndexedName(metric);
   std::string name = "trainscope";
-  std::string prev;
-  size_t pos = 0;
-  while (pos <= metric.size()) {
-    size_t dot = metric.find('.', pos);
-    if (dot == std::string::npos) dot = metric.size();
-    std::string part = metric.substr(pos, dot - pos);
-    std::smatch m;
-    if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
-      labels->emplace_back(prev == "proc" ? "pid" : (prev.empty() ? "index" : prev), part);
-    } else if (std::regex_match(part, m, indexed)) {
-      name += "_" + m[1].str();
-      labels->emplace_back(m[1].str(), m[2].str());
-    } else if (!part.empty()) {
-      name += "_" + part;
-    }
-    prev = part;
-    pos = dot + 1;
-  }
+  if (!split.base.empty()) name += "_" + split.base;
+  std::replace(name.begin(), name.end(), '.', '_');
+  for (auto& label : split.labels) labels->push_back(std::move(label));
   *family = PrometheusText::SanitizeName(name);
 }
 

@@ -19,6 +19,7 @@
 #include "server/http.h"
 #include "server/security.h"
 #include "trainscope/run.h"
+#include "trainscope/schema.h"
 #include "trainscope/writer.h"
 #include "util/testing/temp_dir.h"
 
@@ -237,6 +238,14 @@ TEST_F(DashboardTest, ListsRunsAndServesDataWithCursor) {
   EXPECT_EQ(index.status, 200);
   EXPECT_EQ(index.body, "<html>dashboard</html>");
   EXPECT_NE(index.head.find("Content-Security-Policy"), std::string::npos);
+}
+
+TEST_F(DashboardTest, ServesTheSchemaScriptFromTheCore) {
+  StartServer("");
+  auto r = Get(port_, "/static/src/schema.js");
+  ASSERT_EQ(r.status, 200) << r.head;
+  EXPECT_EQ(r.body, schema::WebScript());  // generated, never a file of the web root
+  EXPECT_NE(r.head.find("javascript"), std::string::npos) << r.head;
 }
 
 TEST_F(DashboardTest, MetricsExposeStepTimeRulesAndSystem) {

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "trainscope/schema.h"
 #include "trainscope/status.h"
 #include "trainscope/types.h"
 
@@ -25,7 +26,7 @@ namespace trainscope {
 class Env;
 
 namespace journal {
-inline constexpr char kFileName[] = "journal.tsj";
+inline constexpr const char* kFileName = schema::kJournalFile;  // "journal.tsj"
 inline constexpr char kMagic[8] = {'T', 'S', 'J', 'R', 'N', 'L', '\r', '\n'};
 inline constexpr uint32_t kVersion = 1;
 inline constexpr uint32_t kHeaderBytes = 4096;

@@ -14,6 +14,7 @@
 #include "store/journal.h"
 #include "store/record_codec.h"
 #include "store/segment.h"
+#include "trainscope/schema.h"
 #include "util/coding.h"
 #include "util/env.h"
 
@@ -115,7 +116,7 @@ class RunReader::Impl {
     if (!names.ok()) return names.status();
     for (const auto& n : *names) {
       std::string sdir = JoinPath(dir_, n);
-      if (n == "control" || n == "profile" || n == "report" || n[0] == '.' ||
+      if (schema::IsReservedRunDir(n) || n[0] == '.' ||
           !env->IsDirectory(sdir) || streams_.count(n))
         continue;
       // A stream directory holds segments or a LOCK file.
@@ -130,7 +131,7 @@ class RunReader::Impl {
       bool is_stream = false;
       for (const auto& f : *files) {
         uint64_t seq;
-        if (f == "LOCK" || f == journal::kFileName || ParseSegmentFileName(f, &seq))
+        if (f == schema::kLockFile || f == journal::kFileName || ParseSegmentFileName(f, &seq))
           is_stream = true;
       }
       if (!is_stream) continue;
@@ -506,7 +507,7 @@ class RunReader::Impl {
         EventRecord r;
         if (!codec::DecodeEvent(payload, base, &r)) return undecodable();
         bytes_["events"] += frame_bytes;
-        if (r.kind == "stream_end") s->ended = true;
+        if (r.kind == schema::event::kStreamEnd) s->ended = true;
         s->events.push_back(std::move(r));
         if (visitor_) visitor_->OnEvent(s->name, s->events.back());
         return;
@@ -585,7 +586,7 @@ std::vector<std::string> RunReader::Streams() const {
 std::vector<std::string> RunReader::Workers() const {
   std::vector<std::string> out;
   for (const auto& [name, s] : impl_->streams_) {
-    if (name.rfind("worker-", 0) == 0) out.push_back(name);
+    if (schema::IsWorkerStream(name)) out.push_back(name);
   }
   return out;
 }

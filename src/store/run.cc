@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "trainscope/schema.h"
 #include "trainscope/types.h"
 #include "util/env.h"
 
@@ -88,7 +89,7 @@ Result<RunManifest> ReadManifest(const std::string& run_dir) {
 Status CreateOrOpenRun(const std::string& run_dir, RunManifest* manifest) {
   Env* env = Env::Default();
   TS_RETURN_IF_ERROR(env->CreateDirs(run_dir));
-  std::string path = JoinPath(run_dir, "run.json");
+  std::string path = JoinPath(run_dir, schema::kManifestFile);
   if (env->FileExists(path)) {
     auto existing = ReadManifest(run_dir);
     if (existing.ok()) {
@@ -111,18 +112,18 @@ Status RequestStop(const std::string& run_dir, const std::string& reason,
                    const std::string& requested_by) {
   Env* env = Env::Default();
   if (!env->IsDirectory(run_dir)) return Status::NotFound(run_dir + " is not a run directory");
-  std::string dir = JoinPath(run_dir, "control");
+  std::string dir = JoinPath(run_dir, schema::kControlDir);
   TS_RETURN_IF_ERROR(env->CreateDirs(dir));
   nlohmann::json j{
       {"reason", reason}, {"requested_by", requested_by}, {"wall_us", env->NowMicros()}};
-  return env->WriteFileAtomic(JoinPath(dir, "stop.json"), j.dump() + "\n");
+  return env->WriteFileAtomic(JoinPath(dir, schema::kStopRequestFile), j.dump() + "\n");
 }
 
 Status RequestStacks(const std::string& run_dir, const std::string& reason,
                      const std::string& requested_by, std::string* id) {
   Env* env = Env::Default();
   if (!env->IsDirectory(run_dir)) return Status::NotFound(run_dir + " is not a run directory");
-  std::string dir = JoinPath(run_dir, "control");
+  std::string dir = JoinPath(run_dir, schema::kControlDir);
   TS_RETURN_IF_ERROR(env->CreateDirs(dir));
   int64_t now = env->NowMicros();
   std::string rid = std::to_string(now) + "-" + requested_by + "-" + std::to_string(::getpid());
@@ -130,7 +131,7 @@ Status RequestStacks(const std::string& run_dir, const std::string& reason,
                    {"reason", reason},
                    {"requested_by", requested_by},
                    {"requested_at_us", now}};
-  TS_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, "stacks.json"), j.dump() + "\n"));
+  TS_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, schema::kStacksRequestFile), j.dump() + "\n"));
   if (id != nullptr) *id = rid;
   return Status::OK();
 }

@@ -19,6 +19,7 @@
 #include "store/format.h"
 #include "store/record_codec.h"
 #include "store/segment.h"
+#include "trainscope/schema.h"
 #include "util/env.h"
 #include "util/logging.h"
 
@@ -493,7 +494,7 @@ class Writer::Impl {
     // and its final WriterStats (the drop counts) go into a fresh segment if there is room.
     if (failed_ && io_errors_.load() > 0) failed_ = false;
     if (!Failed() && EnsureSegment(0)) {
-      EventRecord end{"stream_end", env_->NowMicros(), "{}"};
+      EventRecord end{schema::event::kStreamEnd, env_->NowMicros(), "{}"};
       EncodeOne(end);
       EncodeStats();
     }

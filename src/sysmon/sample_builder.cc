@@ -6,18 +6,12 @@
 #include <unordered_set>
 
 #include "sysmon/proc_file.h"
+#include "trainscope/schema.h"
 
 namespace trainscope::sysmon {
 namespace {
 
 double Seconds(int64_t a_us, int64_t b_us) { return (b_us - a_us) / 1e6; }
-
-std::string Indexed(const char* prefix, int64_t i, const char* suffix) {
-  std::string s(prefix);
-  s += std::to_string(i);
-  s += suffix;
-  return s;
-}
 
 }  // namespace
 
@@ -31,7 +25,7 @@ SampleBuilder::SampleBuilder(const SystemSamplerOptions& options) : options_(opt
   meminfo_path_ = RootedPath(options.root, "/proc/meminfo");
   diskstats_path_ = RootedPath(options.root, "/proc/diskstats");
   netdev_path_ = RootedPath(options.root, "/proc/net/dev");
-  for (const char* r : {"cpu", "memory", "io"}) {
+  for (const char* r : schema::psi::kResources) {
     pressure_.push_back({r, RootedPath(options.root, std::string("/proc/pressure/") + r), {}});
   }
   process_collector_ = std::make_unique<ProcessTreeCollector>(options.root, options_.root_pid,
@@ -73,20 +67,20 @@ void SampleBuilder::BuildCpu(int64_t now_us, Metrics* out) {
       if (r.valid) {
         Metrics& m = cpu_.last;
         m.clear();
-        m.emplace_back("cpu.util", r.total.util);
-        m.emplace_back("cpu.user", r.total.user);
-        m.emplace_back("cpu.system", r.total.system);
-        m.emplace_back("cpu.iowait", r.total.iowait);
-        m.emplace_back("cpu.idle", r.total.idle);
-        m.emplace_back("cpu.steal", r.total.steal);
+        m.emplace_back(schema::kCpuUtil, r.total.util);
+        m.emplace_back(schema::kCpuUser, r.total.user);
+        m.emplace_back(schema::kCpuSystem, r.total.system);
+        m.emplace_back(schema::kCpuIowait, r.total.iowait);
+        m.emplace_back(schema::kCpuIdle, r.total.idle);
+        m.emplace_back(schema::kCpuSteal, r.total.steal);
         if (options_.per_core) {
           for (size_t i = 0; i < r.core_ids.size(); ++i) {
             const int id = r.core_ids[i];
-            m.emplace_back(Indexed("cpu.core", id, ".util"), r.cores[i].util);
+            m.emplace_back(schema::CoreMetric(id, schema::core::kUtil), r.cores[i].util);
             if (options_.per_core_detail) {
-              m.emplace_back(Indexed("cpu.core", id, ".user"), r.cores[i].user);
-              m.emplace_back(Indexed("cpu.core", id, ".system"), r.cores[i].system);
-              m.emplace_back(Indexed("cpu.core", id, ".iowait"), r.cores[i].iowait);
+              m.emplace_back(schema::CoreMetric(id, schema::core::kUser), r.cores[i].user);
+              m.emplace_back(schema::CoreMetric(id, schema::core::kSystem), r.cores[i].system);
+              m.emplace_back(schema::CoreMetric(id, schema::core::kIowait), r.cores[i].iowait);
             }
           }
         }
@@ -95,8 +89,8 @@ void SampleBuilder::BuildCpu(int64_t now_us, Metrics* out) {
     std::swap(cpu_.prev, cpu_scratch_);
     cpu_.have_prev = true;
     // cpu.count is a gauge of the latest good snapshot.
-    if (!cpu_.last.empty() && cpu_.last.back().first == "cpu.count") cpu_.last.pop_back();
-    cpu_.last.emplace_back("cpu.count", static_cast<double>(cpu_.prev.cores.size()));
+    if (!cpu_.last.empty() && cpu_.last.back().first == schema::kCpuCount) cpu_.last.pop_back();
+    cpu_.last.emplace_back(schema::kCpuCount, static_cast<double>(cpu_.prev.cores.size()));
   }
   out->insert(out->end(), cpu_.last.begin(), cpu_.last.end());
 }
@@ -108,13 +102,13 @@ void SampleBuilder::BuildMem(Metrics* out) {
   } else {
     Metrics& m = mem_.last;
     m.clear();
-    m.emplace_back("mem.total_bytes", static_cast<double>(mi.total));
-    m.emplace_back("mem.used_bytes", static_cast<double>(mi.Used()));
-    m.emplace_back("mem.available_bytes", static_cast<double>(mi.available));
-    m.emplace_back("mem.free_bytes", static_cast<double>(mi.free));
-    m.emplace_back("mem.util", mi.total ? 100.0 * mi.Used() / mi.total : 0.0);
+    m.emplace_back(schema::kMemTotalBytes, static_cast<double>(mi.total));
+    m.emplace_back(schema::kMemUsedBytes, static_cast<double>(mi.Used()));
+    m.emplace_back(schema::kMemAvailableBytes, static_cast<double>(mi.available));
+    m.emplace_back(schema::kMemFreeBytes, static_cast<double>(mi.free));
+    m.emplace_back(schema::kMemUtil, mi.total ? 100.0 * mi.Used() / mi.total : 0.0);
     m.emplace_back(
-        "mem.swap_used_bytes",
+        schema::kMemSwapUsedBytes,
         static_cast<double>(mi.swap_total > mi.swap_free ? mi.swap_total - mi.swap_free : 0));
   }
   out->insert(out->end(), mem_.last.begin(), mem_.last.end());
@@ -130,11 +124,11 @@ void SampleBuilder::BuildDisk(int64_t now_us, Metrics* out) {
       DiskRates r = ComputeDiskRates(disk_.prev, snap, Seconds(disk_.prev_us, now_us));
       Metrics& m = disk_.last;
       m.clear();
-      m.emplace_back("disk.read_bytes_per_s", r.read_bytes_per_s);
-      m.emplace_back("disk.write_bytes_per_s", r.write_bytes_per_s);
-      m.emplace_back("disk.read_ops_per_s", r.read_ops_per_s);
-      m.emplace_back("disk.write_ops_per_s", r.write_ops_per_s);
-      m.emplace_back("disk.busy_pct", r.busy_pct);
+      m.emplace_back(schema::kDiskReadBytesPerS, r.read_bytes_per_s);
+      m.emplace_back(schema::kDiskWriteBytesPerS, r.write_bytes_per_s);
+      m.emplace_back(schema::kDiskReadOpsPerS, r.read_ops_per_s);
+      m.emplace_back(schema::kDiskWriteOpsPerS, r.write_ops_per_s);
+      m.emplace_back(schema::kDiskBusyPct, r.busy_pct);
     }
     disk_.prev = std::move(snap);
     disk_.prev_us = now_us;
@@ -152,10 +146,10 @@ void SampleBuilder::BuildNet(int64_t now_us, Metrics* out) {
       NetRates r = ComputeNetRates(net_.prev, snap, Seconds(net_.prev_us, now_us));
       Metrics& m = net_.last;
       m.clear();
-      m.emplace_back("net.rx_bytes_per_s", r.rx_bytes_per_s);
-      m.emplace_back("net.tx_bytes_per_s", r.tx_bytes_per_s);
-      m.emplace_back("net.rx_packets_per_s", r.rx_packets_per_s);
-      m.emplace_back("net.tx_packets_per_s", r.tx_packets_per_s);
+      m.emplace_back(schema::kNetRxBytesPerS, r.rx_bytes_per_s);
+      m.emplace_back(schema::kNetTxBytesPerS, r.tx_bytes_per_s);
+      m.emplace_back(schema::kNetRxPacketsPerS, r.rx_packets_per_s);
+      m.emplace_back(schema::kNetTxPacketsPerS, r.tx_packets_per_s);
     }
     net_.prev = std::move(snap);
     net_.prev_us = now_us;
@@ -174,14 +168,15 @@ void SampleBuilder::BuildPressure(int64_t now_us, Metrics* out) {
     } else {
       Metrics& m = p.state.last;
       m.clear();
-      const std::string base = "psi." + p.name;
-      m.emplace_back(base + ".some_avg10", snap.some.avg10);
-      if (snap.full.present) m.emplace_back(base + ".full_avg10", snap.full.avg10);
+      m.emplace_back(schema::PsiMetric(p.name, schema::psi::kSomeAvg10), snap.some.avg10);
+      if (snap.full.present) {
+        m.emplace_back(schema::PsiMetric(p.name, schema::psi::kFullAvg10), snap.full.avg10);
+      }
       if (p.state.have_prev) {
         const double s = Seconds(p.state.prev_us, now_us);
-        m.emplace_back(base + ".some_stall_pct", StallPercent(p.state.prev.some, snap.some, s));
+        m.emplace_back(schema::PsiMetric(p.name, schema::psi::kSomeStallPct), StallPercent(p.state.prev.some, snap.some, s));
         if (snap.full.present && p.state.prev.full.present) {
-          m.emplace_back(base + ".full_stall_pct", StallPercent(p.state.prev.full, snap.full, s));
+          m.emplace_back(schema::PsiMetric(p.name, schema::psi::kFullStallPct), StallPercent(p.state.prev.full, snap.full, s));
         }
       }
       p.state.prev = snap;
@@ -207,17 +202,17 @@ void SampleBuilder::BuildCgroup(int64_t now_us, Metrics* out) {
   } else {
     Metrics& m = cgroup_.last;
     m.clear();
-    if (snap.has_cpu_limit) m.emplace_back("cgroup.cpu_limit_cores", snap.cpu_limit_cores);
+    if (snap.has_cpu_limit) m.emplace_back(schema::kCgroupCpuLimitCores, snap.cpu_limit_cores);
     if (snap.has_mem_limit) {
-      m.emplace_back("cgroup.mem_limit_bytes", static_cast<double>(snap.mem_limit_bytes));
+      m.emplace_back(schema::kCgroupMemLimitBytes, static_cast<double>(snap.mem_limit_bytes));
     }
     if (snap.has_mem_usage) {
-      m.emplace_back("cgroup.mem_used_bytes", static_cast<double>(snap.mem_usage_bytes));
+      m.emplace_back(schema::kCgroupMemUsedBytes, static_cast<double>(snap.mem_usage_bytes));
     }
     if (cgroup_.have_prev) {
       CgroupRates r = ComputeCgroupRates(cgroup_.prev, snap, Seconds(cgroup_.prev_us, now_us));
-      if (r.has_cpu_usage) m.emplace_back("cgroup.cpu_usage_cores", r.cpu_usage_cores);
-      if (r.has_throttle) m.emplace_back("cgroup.cpu_throttled_pct", r.throttled_pct);
+      if (r.has_cpu_usage) m.emplace_back(schema::kCgroupCpuUsageCores, r.cpu_usage_cores);
+      if (r.has_throttle) m.emplace_back(schema::kCgroupCpuThrottledPct, r.throttled_pct);
     }
     cgroup_.prev = snap;
     cgroup_.prev_us = now_us;
@@ -237,17 +232,17 @@ void SampleBuilder::BuildProcesses(int64_t now_us, Metrics* out) {
   } else {
     Metrics& m = process_.last;
     m.clear();
-    m.emplace_back("proc.count", static_cast<double>(snap.procs.size()));
+    m.emplace_back(schema::kProcCount, static_cast<double>(snap.procs.size()));
     const bool have_prev = process_.have_prev;
     ProcessRates r =
         ComputeProcessRates(have_prev ? process_.prev : ProcessSnapshot(), snap,
                             Seconds(process_.prev_us, now_us), ticks_per_s_, page_size_);
-    if (have_prev) m.emplace_back("proc.tree_cpu_util", r.tree_cpu_pct);
-    m.emplace_back("proc.tree_rss_bytes", r.tree_rss_bytes);
+    if (have_prev) m.emplace_back(schema::kProcTreeCpuUtil, r.tree_cpu_pct);
+    m.emplace_back(schema::kProcTreeRssBytes, r.tree_rss_bytes);
     if (options_.per_process) {
       for (const ProcRate& p : r.procs) {
-        if (have_prev) m.emplace_back(Indexed("proc.", p.pid, ".cpu_util"), p.cpu_pct);
-        m.emplace_back(Indexed("proc.", p.pid, ".rss_bytes"), p.rss_bytes);
+        if (have_prev) m.emplace_back(schema::ProcMetric(p.pid, schema::proc::kCpuUtil), p.cpu_pct);
+        m.emplace_back(schema::ProcMetric(p.pid, schema::proc::kRssBytes), p.rss_bytes);
       }
     }
     process_.prev = std::move(snap);
@@ -257,9 +252,26 @@ void SampleBuilder::BuildProcesses(int64_t now_us, Metrics* out) {
   out->insert(out->end(), process_.last.begin(), process_.last.end());
 }
 
+namespace {
+// The GpuSample readings written as gpu<i>.<field>, in the order written.
+constexpr std::pair<const char*, double GpuSample::*> kGpuFields[] = {
+    {schema::gpu::kUtil, &GpuSample::util},
+    {schema::gpu::kMemUtil, &GpuSample::mem_util},
+    {schema::gpu::kMemUsedBytes, &GpuSample::mem_used_bytes},
+    {schema::gpu::kMemTotalBytes, &GpuSample::mem_total_bytes},
+    {schema::gpu::kPowerW, &GpuSample::power_w},
+    {schema::gpu::kPowerLimitW, &GpuSample::power_limit_w},
+    {schema::gpu::kTempC, &GpuSample::temp_c},
+    {schema::gpu::kSmClockMhz, &GpuSample::sm_clock_mhz},
+    {schema::gpu::kSmActive, &GpuSample::sm_active},
+    {schema::gpu::kSmOccupancy, &GpuSample::sm_occupancy},
+    {schema::gpu::kTensorActive, &GpuSample::tensor_active},
+    {schema::gpu::kDramActive, &GpuSample::dram_active}};
+}  // namespace
+
 void SampleBuilder::BuildGpu(Metrics* out) {
   if (gpu_ == nullptr) return;
-  out->emplace_back("gpu.count", static_cast<double>(gpu_->device_count()));
+  out->emplace_back(schema::kGpuCount, static_cast<double>(gpu_->device_count()));
   if (gpu_->device_count() == 0) return;
   gpu_->Sample(&gpu_samples_);
   std::unordered_set<unsigned> tree;
@@ -268,29 +280,18 @@ void SampleBuilder::BuildGpu(Metrics* out) {
   }
   for (size_t i = 0; i < gpu_samples_.size(); ++i) {
     const GpuSample& s = gpu_samples_[i];
-    const std::string base = Indexed("gpu", static_cast<int64_t>(i), ".");
-    auto add = [&](const char* name, double v) {
-      if (!std::isnan(v)) out->emplace_back(base + name, v);
+    const std::string base = schema::GpuMetric(static_cast<int64_t>(i), "");  // "gpu<i>."
+    auto add = [&](const char* field, double v) {
+      if (!std::isnan(v)) out->emplace_back(base + field, v);
     };
-    add("util", s.util);
-    add("mem_util", s.mem_util);
-    add("mem_used_bytes", s.mem_used_bytes);
-    add("mem_total_bytes", s.mem_total_bytes);
-    add("power_w", s.power_w);
-    add("power_limit_w", s.power_limit_w);
-    add("temp_c", s.temp_c);
-    add("sm_clock_mhz", s.sm_clock_mhz);
-    add("sm_active", s.sm_active);
-    add("sm_occupancy", s.sm_occupancy);
-    add("tensor_active", s.tensor_active);
-    add("dram_active", s.dram_active);
+    for (const auto& [field, member] : kGpuFields) add(field, s.*member);
     if (s.has_procs) {
       double tree_bytes = 0;
       for (const auto& [pid, bytes] : s.procs) {
         if (tree.count(pid)) tree_bytes += static_cast<double>(bytes);
       }
-      add("proc_mem_bytes", tree_bytes);
-      add("proc_count", static_cast<double>(s.procs.size()));
+      add(schema::gpu::kProcMemBytes, tree_bytes);
+      add(schema::gpu::kProcCount, static_cast<double>(s.procs.size()));
     }
   }
 }

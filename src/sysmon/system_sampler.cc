@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "sysmon/sample_builder.h"
+#include "trainscope/schema.h"
 #include "trainscope/sysmon.h"
 #include "util/logging.h"
 
@@ -69,7 +70,7 @@ class SystemSampler::Impl {
     const uint64_t gpu_errors = builder_.gpu_errors();
     const uint64_t total = e.cpu + e.mem + e.disk + e.net + e.pressure + e.cgroup + e.process +
                            gpu_errors + sink_errors_;
-    rec.metrics.emplace_back("sysmon.errors", static_cast<double>(total));
+    rec.metrics.emplace_back(schema::kSysmonErrors, static_cast<double>(total));
     last_size_ = rec.metrics.size();
     bool sink_failed = false;
     try {

@@ -24,6 +24,7 @@
 #include "trainscope/reader.h"
 #include "trainscope/rules.h"
 #include "trainscope/run.h"
+#include "trainscope/schema.h"
 #include "trainscope/server.h"
 #include "trainscope/sysmon.h"
 #include "trainscope/writer.h"
@@ -193,7 +194,7 @@ int Run(Context& ctx) {
             << "\n";
     return 2;
   }
-  auto writer = Writer::Open({.run_dir = out, .stream = "monitor-" + HostName()});
+  auto writer = Writer::Open({.run_dir = out, .stream = schema::kMonitorStreamPrefix + HostName()});
   if (!writer.ok()) {
     ctx.err << "trainscope run: " << writer.status().message() << "\n";
     return 2;
@@ -219,12 +220,12 @@ int Run(Context& ctx) {
   ChildProcess child;
   if (!child.Start(command, child_env, &error)) {
     ctx.err << "trainscope run: " << error << "\n";
-    w.AddEvent({"launch_failed", NowMicros(), nlohmann::json{{"error", error}}.dump()});
+    w.AddEvent({schema::event::kLaunchFailed, NowMicros(), nlohmann::json{{"error", error}}.dump()});
     w.Close();
     return 127;
   }
   int64_t started_us = NowMicros();
-  w.AddEvent({"child_started", started_us,
+  w.AddEvent({schema::event::kChildStarted, started_us,
               nlohmann::json{{"pid", child.pid()}, {"command", command}}.dump()});
 
   SystemSamplerOptions so;
@@ -300,7 +301,7 @@ int Run(Context& ctx) {
   while (!child.Poll()) {
     if (int sig = TakePendingSignal()) {
       child.Signal(sig);
-      w.AddEvent({"signal_forwarded", NowMicros(), nlohmann::json{{"signal", sig}}.dump()});
+      w.AddEvent({schema::event::kSignalForwarded, NowMicros(), nlohmann::json{{"signal", sig}}.dump()});
     }
     auto now = std::chrono::steady_clock::now();
     if (stop_fired && stop_since == std::chrono::steady_clock::time_point::max()) {
@@ -311,12 +312,12 @@ int Run(Context& ctx) {
     if (stop_fired && !termed && waited >= term_after) {
       child.Signal(SIGTERM);
       termed = true;
-      w.AddEvent({"child_terminated", NowMicros(), R"({"signal":"SIGTERM"})"});
+      w.AddEvent({schema::event::kChildTerminated, NowMicros(), R"({"signal":"SIGTERM"})"});
     }
     if (termed && !killed && waited >= term_after + kill_after) {
       child.Signal(SIGKILL);
       killed = true;
-      w.AddEvent({"child_terminated", NowMicros(), R"({"signal":"SIGKILL"})"});
+      w.AddEvent({schema::event::kChildTerminated, NowMicros(), R"({"signal":"SIGKILL"})"});
     }
     status.Update(runner.get());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -331,7 +332,7 @@ int Run(Context& ctx) {
   if (!no_instrument) {
     const auto statuses = ReadInstrumentStatus(out);
     for (const auto& s : statuses) {
-      w.AddEvent({"instrumentation", NowMicros(), s.json});
+      w.AddEvent({schema::event::kInstrumentation, NowMicros(), s.json});
       // under torchrun the launcher's status is not the workers' 76
       if (s.state == "stopped") stopped_at_step = true;
     }
@@ -354,7 +355,7 @@ int Run(Context& ctx) {
                         {"ended_by", stop_fired ? how : oom_killed ? "oom_killer" : "exit"}};
   if (code > 128) exited["signal"] = code - 128;
   if (oom_killed) exited["oom_killed"] = true;
-  w.AddEvent({"child_exited", NowMicros(), exited.dump()});
+  w.AddEvent({schema::event::kChildExited, NowMicros(), exited.dump()});
   w.Close();
   if (oom_killed) {
     ctx.err << "trainscope: the training was killed by the kernel's OOM killer (out of memory; "

@@ -10,6 +10,7 @@
 #include "command.h"
 #include "trainscope/report.h"
 #include "trainscope/run.h"
+#include "trainscope/schema.h"
 
 namespace trainscope::cli {
 namespace {
@@ -34,7 +35,7 @@ std::set<std::string> Workers(const std::string& run) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(run, ec)) {
     std::string n = e.path().filename().string();
-    if (e.is_directory(ec) && n.rfind("worker-", 0) == 0) out.insert(n);
+    if (e.is_directory(ec) && schema::IsWorkerStream(n)) out.insert(n);
   }
   return out;
 }

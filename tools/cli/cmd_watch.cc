@@ -16,6 +16,7 @@
 #include "trainscope/reader.h"
 #include "trainscope/rules.h"
 #include "trainscope/run.h"
+#include "trainscope/schema.h"
 #include "trainscope/writer.h"
 
 namespace trainscope::cli {
@@ -187,7 +188,7 @@ int Watch(Context& ctx) {
   }
 
   // Where events go: RUN/watch-<pid>/ and stdout.
-  const std::string stream = "watch-" + std::to_string(::getpid());
+  const std::string stream = schema::kWatchStreamPrefix + std::to_string(::getpid());
   WriterOptions wo;
   wo.run_dir = run;
   wo.stream = stream;

@@ -1,10 +1,12 @@
 #include "run_status_line.h"
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "trainscope/reader.h"
 #include "trainscope/rules.h"
+#include "trainscope/schema.h"
 
 namespace trainscope::cli {
 
@@ -49,11 +51,10 @@ void RunStatusLine::Update(const RuleRunner* rules) {
     for (const auto& s : reader_->Streams()) {
       const auto& samples = reader_->SystemSamples(s);
       if (samples.empty()) continue;
-      double cpu = -1, gpu = -1;
-      for (const auto& [k, v] : samples.back().metrics) {
-        if (k == "cpu.util") cpu = v;
-        if (k == "gpu0.util") gpu = v;
-      }
+      const schema::SystemSampleView v = schema::ParseSystemSample(samples.back());
+      const schema::GpuReading* gpu0 = v.Gpu(0);
+      const double cpu = std::isnan(v.cpu_util) ? -1 : v.cpu_util;
+      const double gpu = gpu0 == nullptr || std::isnan(gpu0->util) ? -1 : gpu0->util;
       if (cpu >= 0) line += "  CPU " + std::to_string(static_cast<int>(cpu)) + "%";
       line += gpu >= 0 ? "  GPU " + std::to_string(static_cast<int>(gpu)) + "%" : "  no GPU";
       break;

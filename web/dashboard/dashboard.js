@@ -5,6 +5,9 @@
 (function () {
   'use strict';
   const C = window.TSCharts;
+  const S = window.TrainscopeSchema;  // metric and event names (include/trainscope/schema.h)
+  const M = S.metrics, GPU = S.gpu.fields;
+  const GPU0_UTIL = S.gpuMetric(0, GPU.util);
   const { el } = C;
   const f = C.fmt;
   const app = document.getElementById('app');
@@ -201,8 +204,8 @@
         kpis.append(kpi('loss', f.num(vals[vals.length - 1]), '', 'loss'));
       }
       const last = state.system.length ? state.system[state.system.length - 1].m : null;
-      if (last && last['gpu0.util'] !== undefined) kpis.append(kpi('GPU 0 utilisation', f.num(last['gpu0.util']) + '%', '', 'gpu_util'));
-      if (last && last['cpu.util'] !== undefined) kpis.append(kpi('CPU utilisation', f.num(last['cpu.util']) + '%', '', 'cpu_util'));
+      if (last && last[GPU0_UTIL] !== undefined) kpis.append(kpi('GPU 0 utilisation', f.num(last[GPU0_UTIL]) + '%', '', 'gpu_util'));
+      if (last && last[M.cpu_util] !== undefined) kpis.append(kpi('CPU utilisation', f.num(last[M.cpu_util]) + '%', '', 'cpu_util'));
       let dropped = 0;
       for (const w of Object.values(state.writer)) dropped += w.records_dropped || 0;
       kpis.append(kpi('records dropped', f.num(dropped), dropped > 0 ? 'bad' : '', 'dropped'));
@@ -268,11 +271,13 @@
           const sfx = streams.size > 1 ? ' · ' + s.w : '';
           for (const [k, v] of Object.entries(s.m)) {
             let g = null, label = null;
-            if (k === 'cpu.util') { g = 'cpu'; label = 'cpu' + sfx; }
-            else if (k === 'mem.used_bytes') { g = 'mem'; label = 'used' + sfx; }
+            if (k === M.cpu_util) { g = 'cpu'; label = 'cpu' + sfx; }
+            else if (k === M.mem_used_bytes) { g = 'mem'; label = 'used' + sfx; }
             else {
-              const m = /^gpu(\d+)\.(util|mem_used_bytes)$/.exec(k);
-              if (m) { g = m[2] === 'util' ? 'gpu' : 'gpumem'; label = 'gpu' + m[1] + sfx; }
+              const m = S.parseGpuMetric(k);
+              if (m && (m.field === GPU.util || m.field === GPU.mem_used_bytes)) {
+                g = m.field === GPU.util ? 'gpu' : 'gpumem'; label = 'gpu' + m.index + sfx;
+              }
             }
             if (!g) continue;
             if (!groups[g].has(label)) groups[g].set(label, new Map());

@@ -18,6 +18,7 @@ import numbers
 from typing import Any, Dict, Optional
 
 from .._modes import Mode
+from .._schema import EVENT
 
 log = logging.getLogger("trainscope")
 
@@ -118,7 +119,7 @@ class Driver:
             hook.load_state_dict(self._state)
         if model is not None:
             hook.register_module(model, forward_steps=False)
-        hook.add_event("integration", {"framework": self.framework, "worker": hook.worker})
+        hook.add_event(EVENT.INTEGRATION, {"framework": self.framework, "worker": hook.worker})
         return hook
 
     def close(self) -> None:

@@ -29,6 +29,7 @@ import time
 from typing import Any, Dict, Optional
 
 from .._modes import Mode
+from .._schema import EVENT, worker_stream
 from ._driver import Driver, DriverProperties, as_float, log
 
 _BASES = []
@@ -121,7 +122,7 @@ class TrainscopeCallback(DriverProperties, *_BASES):
                 name = os.path.join("trainscope-runs", time.strftime("%Y%m%d-%H%M%S")
                                     + f"-{os.getpid()}")
                 self._d.hook_kwargs["out_dir"] = trainer.strategy.broadcast(name, src=0)
-            self._d.open(worker=f"worker-{int(getattr(trainer, 'global_rank', 0) or 0)}")
+            self._d.open(worker=worker_stream(int(getattr(trainer, 'global_rank', 0) or 0)))
             self._module_registered = False
         except Exception as e:
             self._d.fail("setup", e)
@@ -136,7 +137,7 @@ class TrainscopeCallback(DriverProperties, *_BASES):
         scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
         if scaler is not None and hasattr(scaler, "step"):
             h.register_scaler(scaler)  # 16-mixed: amp/ scalars, unscaled gradient summaries
-        h.add_event("lightning", {
+        h.add_event(EVENT.LIGHTNING, {
             "precision": str(getattr(trainer, "precision", "")),
             "strategy": type(getattr(trainer, "strategy", None)).__name__,
             "world_size": int(getattr(trainer, "world_size", 1) or 1),
@@ -162,14 +163,14 @@ class TrainscopeCallback(DriverProperties, *_BASES):
                     else:
                         # Lightning's ranks leave the loop at different points after SIGTERM:
                         # a collective save_checkpoint could wait for a rank that has left
-                        self._d.event("checkpoint_skipped", {
+                        self._d.event(EVENT.CHECKPOINT_SKIPPED, {
                             "reason": "SIGTERM under a multi-process strategy",
                             "step": int(trainer.global_step)})
-                self._d.event("preempted", {
+                self._d.event(EVENT.PREEMPTED, {
                     "signal": int(signal.SIGTERM), "step": int(trainer.global_step),
                     "global_step": self._d.hook.step_count, "checkpoint": path})
             else:
-                self._d.event("training_failed", {
+                self._d.event(EVENT.TRAINING_FAILED, {
                     "error": f"{type(exception).__name__}: {exception}"[:500],
                     "step": int(getattr(trainer, "global_step", 0) or 0)})
         except Exception as e:
@@ -342,7 +343,7 @@ class TrainscopeCallback(DriverProperties, *_BASES):
                     int(trainer.global_step), reason)
         path = self._checkpoint(trainer, "stop") if self.checkpoint_on_stop else None
         trainer.should_stop = True
-        self._d.event("stop_honoured", {"reason": reason, "step": self._d.hook.step_count,
+        self._d.event(EVENT.STOP_HONOURED, {"reason": reason, "step": self._d.hook.step_count,
                                         "global_step": int(trainer.global_step),
                                         "checkpoint": path})
 
@@ -356,14 +357,14 @@ class TrainscopeCallback(DriverProperties, *_BASES):
         try:
             trainer.save_checkpoint(path)
         except Exception as e:
-            self._d.event("checkpoint_failed", {"where": reason, "path": path,
+            self._d.event(EVENT.CHECKPOINT_FAILED, {"where": reason, "path": path,
                                                 "message": f"{type(e).__name__}: {e}"})
             self._d.fail("checkpoint", e)
             return None
         dur = time.perf_counter() - t0
         size = os.path.getsize(path) if os.path.isfile(path) else 0
         self.checkpoints.append(path)
-        self._d.event("checkpoint", {"step": int(trainer.global_step),
+        self._d.event(EVENT.CHECKPOINT, {"step": int(trainer.global_step),
                                      "global_step": h.step_count, "path": path,
                                      "bytes": size, "duration_us": int(dur * 1e6),
                                      "reason": reason})

@@ -28,6 +28,7 @@ from typing import Dict, Optional
 from transformers import TrainerCallback
 
 from .._modes import Mode
+from .._schema import EVENT, worker_stream
 from ._driver import Driver, DriverProperties, as_float, log
 
 try:
@@ -96,14 +97,14 @@ class TrainscopeCallback(DriverProperties, TrainerCallback):
             dist.broadcast_object_list(name, src=0)  # one run for all processes
             self._d.hook_kwargs["out_dir"] = name[0]
         rank = int(getattr(args, "process_index", 0) or 0)
-        h = self._d.open(model=model, worker=f"worker-{rank}")
+        h = self._d.open(model=model, worker=worker_stream(rank))
         if h is None:
             return
         self._device = getattr(args, "device", None)
         scaler = getattr(optimizer, "scaler", None)  # accelerate's AcceleratedOptimizer (fp16)
         if scaler is not None and hasattr(scaler, "step"):
             h.register_scaler(scaler)
-        h.add_event("transformers", {
+        h.add_event(EVENT.TRANSFORMERS, {
             "world_size": int(getattr(args, "world_size", 1) or 1),
             "gradient_accumulation_steps": int(getattr(args, "gradient_accumulation_steps", 1)),
             "logging_steps": getattr(args, "logging_steps", None),
@@ -214,7 +215,7 @@ class TrainscopeCallback(DriverProperties, TrainerCallback):
             if self.checkpoint_on_stop:
                 control.should_save = True  # written by the Trainer before it leaves the loop
             control.should_training_stop = True
-            self._d.event("stop_honoured", {
+            self._d.event(EVENT.STOP_HONOURED, {
                 "reason": reason, "step": self._d.hook.step_count,
                 "global_step": int(state.global_step),
                 "checkpoint": (self._checkpoint_dir_of(state, args) if self.checkpoint_on_stop
@@ -243,7 +244,7 @@ class TrainscopeCallback(DriverProperties, TrainerCallback):
             if path is not None:
                 self.checkpoints.append(path)
             if self._d.hook is not None:
-                self._d.event("checkpoint", {
+                self._d.event(EVENT.CHECKPOINT, {
                     "step": int(state.global_step), "global_step": self._d.hook.step_count,
                     "path": path, "reason": reason,
                     "bytes": _dir_bytes(path) if path and os.path.isdir(path) else 0})

@@ -47,7 +47,7 @@ class BatchSize : public SampleRule {
       if (!e.violated || u95 < e.value) e.value = u95;
       if (cpu95 < cpu_thr_ && u95 < gpu_thr_ && m95 < mem_thr_) {
         e.violated = true;
-        e.tensors.push_back("gpu" + std::to_string(i) + ".util");
+        e.tensors.push_back(schema::GpuMetric(i, schema::gpu::kUtil));
         msg += (msg.empty() ? "" : ", ") + std::string("gpu") + std::to_string(i) +
                " p95 utilisation " + Pct(u95) + " < " + Pct(gpu_thr_) + " and p95 memory " +
                Pct(m95) + " < " + Pct(mem_thr_);

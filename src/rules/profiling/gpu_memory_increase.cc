@@ -40,7 +40,7 @@ class GpuMemoryIncrease : public SampleRule {
       if (!e.violated || rise > e.value) e.value = rise;
       if (rise > increase_) {
         e.violated = true;
-        e.tensors.push_back("gpu" + std::to_string(i) + ".mem_used_bytes");
+        e.tensors.push_back(schema::GpuMetric(i, schema::gpu::kMemUsedBytes));
         msg += (msg.empty() ? "" : "; ") + std::string("gpu") + std::to_string(i) + " on " +
                stream + " memory rose from " + Pct(before) + " to " + Pct(now) + " of " +
                Fmt(g.mem_total / (1 << 30)) + " GiB (+" + Fmt(rise) + " points > " +

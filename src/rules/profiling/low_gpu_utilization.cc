@@ -47,7 +47,7 @@ class LowGpuUtilization : public SampleRule {
           e.threshold = p95_thr_;
         }
         e.violated = true;
-        e.tensors.push_back(gpu + ".util");
+        e.tensors.push_back(schema::GpuMetric(i, schema::gpu::kUtil));
       } else if (p5 < p5_thr_) {
         msg += (msg.empty() ? "" : "; ") + gpu + " on " + stream + " fluctuates: p95 utilisation " +
                Pct(p95) + " but p5 " + Pct(p5) + " < " + Pct(p5_thr_) + stats;
@@ -56,7 +56,7 @@ class LowGpuUtilization : public SampleRule {
           e.threshold = p5_thr_;
         }
         e.violated = true;
-        e.tensors.push_back(gpu + ".util");
+        e.tensors.push_back(schema::GpuMetric(i, schema::gpu::kUtil));
       }
     }
     if (!evaluated) return;

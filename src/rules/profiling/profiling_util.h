@@ -1,4 +1,4 @@
-// Helpers shared by the profiling rules: a decoded view of one system sample, percentiles, the
+// Helpers shared by the profiling rules: the decoded view of one system sample, percentiles, the
 // set of GPUs a run actually uses, and SampleRule, the base of the rules that read samples.
 #pragma once
 
@@ -12,86 +12,14 @@
 
 #include "rules/rule_util.h"
 #include "trainscope/rules.h"
+#include "trainscope/schema.h"
 
 namespace trainscope::rules {
 
-struct GpuReading {
-  double util = NAN;       // gpu<i>.util, %
-  double mem_used = NAN;   // gpu<i>.mem_used_bytes
-  double mem_total = NAN;  // gpu<i>.mem_total_bytes
-  double sm_active = NAN;  // gpu<i>.sm_active, % (Hopper+)
-  double proc_mem = NAN;   // gpu<i>.proc_mem_bytes (the monitored process tree)
-  double MemPct() const {
-    return mem_total > 0 && std::isfinite(mem_used) ? 100.0 * mem_used / mem_total : NAN;
-  }
-};
-
-// The metrics of one SystemSampleRecord that the profiling rules read (docs/metrics.md).
-struct SampleView {
-  int64_t wall_us = 0;
-  double cpu_util = NAN;           // cpu.util
-  double iowait = NAN;             // cpu.iowait
-  double cpu_count = NAN;          // cpu.count
-  double proc_count = NAN;         // proc.count
-  double gpu_count = NAN;          // gpu.count
-  std::vector<double> cores;       // cpu.core<N>.util (in name order)
-  std::map<int, GpuReading> gpus;  // by NVML index
-
-  // Busiest core, or cpu.util when per-core values are absent (NaN when neither).
-  double MaxCore() const {
-    if (cores.empty()) return cpu_util;
-    return *std::max_element(cores.begin(), cores.end());
-  }
-  bool HasGpuMetrics() const { return !gpus.empty(); }
-};
-
-// "gpu12.util" -> index 12 and field "util"; false for other names.
-inline bool SplitGpuName(const std::string& name, int* index, std::string* field) {
-  if (name.size() < 5 || name.compare(0, 3, "gpu") != 0 || !std::isdigit(name[3])) return false;
-  size_t dot = name.find('.', 3);
-  if (dot == std::string::npos) return false;
-  *index = std::atoi(name.c_str() + 3);
-  *field = name.substr(dot + 1);
-  return true;
-}
-
-inline SampleView ParseSample(const SystemSampleRecord& r) {
-  SampleView v;
-  v.wall_us = r.wall_us;
-  for (const auto& [name, value] : r.metrics) {
-    if (name == "cpu.util")
-      v.cpu_util = value;
-    else if (name == "cpu.iowait")
-      v.iowait = value;
-    else if (name == "cpu.count")
-      v.cpu_count = value;
-    else if (name == "proc.count")
-      v.proc_count = value;
-    else if (name == "gpu.count")
-      v.gpu_count = value;
-    else if (name.compare(0, 8, "cpu.core") == 0 && name.size() > 13 &&
-             name.compare(name.size() - 5, 5, ".util") == 0) {
-      v.cores.push_back(value);
-    } else {
-      int i;
-      std::string field;
-      if (!SplitGpuName(name, &i, &field)) continue;
-      GpuReading& g = v.gpus[i];
-      if (field == "util")
-        g.util = value;
-      else if (field == "mem_used_bytes")
-        g.mem_used = value;
-      else if (field == "mem_total_bytes")
-        g.mem_total = value;
-      else if (field == "sm_active")
-        g.sm_active = value;
-      else if (field == "proc_mem_bytes")
-        g.proc_mem = value;
-    }
-  }
-  if (std::isnan(v.cpu_count) && !v.cores.empty()) v.cpu_count = v.cores.size();
-  return v;
-}
+// The parsed view of one SystemSampleRecord lives with the metric names (trainscope/schema.h).
+using GpuReading = schema::GpuReading;
+using SampleView = schema::SystemSampleView;
+inline SampleView ParseSample(const SystemSampleRecord& r) { return schema::ParseSystemSample(r); }
 
 // NumPy's default (linear) percentile, p in [0, 100]; NaN for an empty input.
 inline double Percentile(std::vector<double> v, double p) {
