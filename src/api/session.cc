@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "trainscope/schema.h"
 #include "util/env.h"
 #include "util/logging.h"
 
@@ -32,7 +33,7 @@ Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
   }
   RuntimeOptions ro;
   ro.run_dir = options.out_dir;
-  ro.stream = "worker-" + std::to_string(options.rank);
+  ro.stream = schema::WorkerStream(options.rank);
   ro.manifest.name = options.run_name;
   ro.manifest.command = options.command;
   ro.manifest.framework = options.framework;

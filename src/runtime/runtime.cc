@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "trainscope/schema.h"
 #include "util/env.h"
 #include "util/logging.h"
 
@@ -28,7 +29,7 @@ Result<std::unique_ptr<TrainingRuntime>> TrainingRuntime::Open(RuntimeOptions op
   auto w = Writer::Open(o.writer);
   if (!w.ok()) return w.status();
   rt->writer_ = std::shared_ptr<Writer>(std::move(w).value());
-  if (!o.run_start_json.empty()) rt->Event("run_start", o.run_start_json);
+  if (!o.run_start_json.empty()) rt->Event(schema::event::kRunStart, o.run_start_json);
   Status rules = rt->StartRules();
   if (!rules.ok()) {
     (void)rt->writer_->Close();
@@ -120,7 +121,7 @@ bool TrainingRuntime::PollStop(int64_t step, std::string* reason) {
       } else if (!s.IsNotFound() && s.message() != bad_request_) {
         bad_request_ = s.message();  // said once per distinct problem, then ignored
         Log(LogLevel::kWarning, "ignoring a malformed stop request: " + s.message());
-        Event("stop_request_invalid",
+        Event(schema::event::kStopRequestInvalid,
               nlohmann::json{{"message", s.message()}, {"step", step}}.dump());
       }
     }
@@ -149,7 +150,7 @@ void TrainingRuntime::StopBackground() {
 Status TrainingRuntime::Close(const std::string& run_end_json) {
   if (closed_ || !writer_) return Status::OK();
   closed_ = true;
-  if (!run_end_json.empty()) Event("run_end", run_end_json);
+  if (!run_end_json.empty()) Event(schema::event::kRunEnd, run_end_json);
   StopBackground();
   Status s = writer_->Close();
   rules_.reset();
