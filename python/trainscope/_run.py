@@ -168,33 +168,24 @@ class RunLifecycle:
                 self._clock.nonfinite_stop = bool(self._nonfinite_stops)
             except Exception as e:
                 self._fail("rules", e)
+        if self._builtin_rules or self._custom_rules:
             try:
                 from . import _distributed
                 from . import rules as _rules
-                # rules that compare ranks (straggler) run on rank 0 only, over every stream
+                # rules that compare ranks (straggler) run on rank 0 only, over every stream;
+                # custom Python rules run in the worker's engine (their trampoline)
                 local, cross = _distributed.split_cross_rank(self._builtin_rules)
-                if local:
-                    self._rule_runner = _rules.start_builtin_runner(
+                if local or self._custom_rules:
+                    self._rule_runner = _rules.start_runner(
                         self.out_dir, local, self._writer, [self.worker],
-                        poll_ms=_RULES_LATENCY_MS)
+                        poll_ms=_RULES_LATENCY_MS, custom=self._custom_rules)
                 if cross and _worker_rank() == 0:
-                    self._cross_runner = _rules.start_builtin_runner(
+                    self._cross_runner = _rules.start_runner(
                         self.out_dir, cross, self._writer, [], poll_ms=_RULES_LATENCY_MS)
             except Exception as e:
                 if self.strict:
                     raise
                 self._fail("rules", e)
-        if self._custom_rules:
-            try:
-                from . import rules as _rules
-                self._py_rules = _rules.PythonRuleThread(
-                    self.out_dir, self._custom_rules, self._writer, self.worker,
-                    on_stop=self._request_stop_inprocess)
-                self._py_rules.start()
-            except Exception as e:
-                if self.strict:
-                    raise
-                self._fail("custom rules", e)
         ms = self._system_monitor_interval_ms
         if ms > 0 and os.environ.get("TRAINSCOPE_MONITORED") != "1":
             if getattr(_core, "HAVE_SYSMON", False):
@@ -401,7 +392,6 @@ class RunLifecycle:
                 self._fail("close", e)
             for name, obj, method in (("rules", self._rule_runner, "stop"),
                                       ("rank rules", self._cross_runner, "stop"),
-                                      ("custom rules", self._py_rules, "stop"),
                                       ("system monitor", self._sampler, "stop")):
                 if obj is not None:
                     try:

@@ -174,7 +174,6 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         self._stop_reason: Optional[str] = None
         self._stop_raised = False
         self._rule_runner = None
-        self._py_rules = None
         self._sampler = None
         self._profiling = None
         self.raise_on_stop = args["raise_on_stop"]
@@ -521,8 +520,6 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
                 if runner is not None:
                     for s in runner.statuses():
                         out[s["rule"]] = s
-            if self._py_rules is not None:
-                out.update(self._py_rules.statuses())
         except Exception as e:
             self._fail("rule_statuses", e)
         return out
