@@ -6,6 +6,7 @@ errors, and the close at the end (also at interpreter exit).
 from __future__ import annotations
 
 import atexit
+import copy
 import json
 import logging
 import os
@@ -98,10 +99,13 @@ class RunLifecycle:
         collections the built-in ones read."""
         try:
             from . import rules as _rules
-            from .checkpoint import split_rollback  # "rollback" is the Checkpointer's action
-            rules_, actions_, self._rollback = split_rollback(self._rules_spec,
-                                                              self._actions_spec)
-            self._builtin_rules, self._custom_rules = _rules.split_rules(rules_, actions_)
+            from .rollback import split_rollback
+            # The engine dispatches "rollback" like any action (to take_rollbacks()); which
+            # rules roll back, and how, is also what a Checkpointer following the hook needs.
+            self._builtin_rules, self._custom_rules = _rules.split_rules(self._rules_spec,
+                                                                         self._actions_spec)
+            _, _, self._rollback = split_rollback(  # copies: it strips the action it finds
+                [copy.copy(r) for r in self._rules_spec or []], self._actions_spec)
             for c in _rules.required_collections(self._builtin_rules, self.collections,
                                                  self.save_interval):
                 self.collections.append(c)

@@ -9,6 +9,7 @@ Checkpointer's committed checkpoints.
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
@@ -17,6 +18,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .checkpoint import Checkpointer
 
 log = logging.getLogger("trainscope")
+
+_ROLLBACK_FIELDS = ("lr_factor", "skip_batches", "max_rollbacks", "recovery_steps",
+                    "margin_steps")
 
 
 class Rollback:
@@ -137,6 +141,21 @@ class RollbackExecutor:
         if now < self._next_poll_ns:
             return False
         self._next_poll_ns = now + ck._poll_ns
+        # Firings the engine dispatched the rollback action for (their first bad step and the
+        # action's parameters come with them) ...
+        take = getattr(h, "take_rollbacks", None)
+        for req in (take() if take is not None else ()):
+            rid, n = req["rule"], int(req["firing"])
+            if n <= self._seen_firings.get(rid, 0):
+                continue
+            self._seen_firings[rid] = n
+            details = json.loads(req.get("details_json") or "{}")
+            params = {k: v for k, v in json.loads(req.get("action_json") or "{}").items()
+                      if k in _ROLLBACK_FIELDS}
+            return self._rollback(rid, n, {"last_step": req["step"]}, Rollback(**params),
+                                  details.get("first_step"))
+        # ... and new firings of the rules that roll back, from their statuses (rules given
+        # to the Checkpointer as Rollback(rules=[...]), or a dispatch not taken yet).
         statuses = h.rule_statuses()
         for rid in ck._rb_rules:
             st = statuses.get(rid)
@@ -177,11 +196,12 @@ class RollbackExecutor:
             time.sleep(0.02)
         return int(st.get("last_step", h.step_count))
 
-    def _rollback(self, rid: str, firing: int, st: dict) -> bool:
+    def _rollback(self, rid: str, firing: int, st: dict, rb: Optional[Rollback] = None,
+                  first_step: Optional[int] = None) -> bool:
         from .checkpoint import list_checkpoints
         ck = self.ckpt
         h = ck.hook
-        rb = ck.rollback
+        rb = rb or ck.rollback
         d = getattr(h, "_dist", None)
         if d is not None and d.coordinating:
             # One rank restoring alone would leave the ranks on different weights and step
@@ -190,7 +210,8 @@ class RollbackExecutor:
                                  "rollback of one rank in a distributed job is not supported; "
                                  "all ranks stop together")
         from_step = h.step_count
-        bad = ck._firing_step(rid, firing, st) - rb.margin_steps
+        first = ck._firing_step(rid, firing, st) if first_step is None else int(first_step)
+        bad = first - rb.margin_steps
         if bad >= from_step:
             log.info("trainscope: %s fired for step %d, not yet run here; ignored", rid, bad)
             return False

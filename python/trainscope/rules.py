@@ -83,7 +83,7 @@ class Rule:
             d["id"] = self.id
         acts = self.actions if self.actions is not None else default_actions
         if acts:
-            d["actions"] = list(acts)
+            d["actions"] = _action_values(acts)
         for key in ("min_consecutive", "remind_every_steps", "recover_after"):
             if getattr(self, key) is not None:
                 d[key] = int(getattr(self, key))
@@ -91,6 +91,12 @@ class Rule:
 
     def __repr__(self) -> str:
         return f"Rule({self.name!r}, {self.params!r})"
+
+
+def _action_values(actions) -> list:
+    """Actions as the engine's config has them: names, dicts, or objects with to_config()
+    (ts.Rollback)."""
+    return [a.to_config() if hasattr(a, "to_config") else a for a in actions]
 
 
 def _param_value(v):
@@ -196,7 +202,7 @@ def _custom_config(r: Rule) -> dict:
     the "instance" parameter picks this object."""
     d = {"name": r.name, "id": r.id, "params": {"instance": r.id}}
     if r.actions:
-        d["actions"] = list(r.actions)
+        d["actions"] = _action_values(r.actions)
     for key in ("min_consecutive", "remind_every_steps", "recover_after"):
         if getattr(r, key) is not None:
             d[key] = int(getattr(r, key))

@@ -161,3 +161,21 @@ def test_in_process_custom_rule_with_log_action_and_min_consecutive(run_dir, tin
     assert fired[0]["step"] == 4 and fired[0]["details"]["first_step"] == 3
     assert "rule inproc IssuesFound at step 4" in capfd.readouterr().err
     assert os.path.isdir(run_dir)
+
+
+def test_rollback_action_is_dispatched_by_the_engine(run_dir, tiny):
+    """In-process the engine hands a rollback firing to the hook's take_rollbacks() (the
+    Checkpointer's executor), with the first bad step and the action's parameters."""
+    model, opt, crit, batches = tiny
+    rule = BadAt(range(2, 100), id="rb", min_consecutive=2,
+                 actions=[ts.Rollback(lr_factor=0.25, skip_batches=1)])
+    with ts.Hook(run_dir, system_monitor_interval_ms=0, rules=[rule]) as hook:
+        hook.register_module(model)
+        hook.register_loss(crit)
+        train(hook, model, opt, crit, batches[:6])
+    reqs = hook.take_rollbacks()
+    assert [(r["rule"], r["firing"], r["step"]) for r in reqs] == [("rb", 1, 3)]
+    assert json.loads(reqs[0]["details_json"])["first_step"] == 2
+    params = json.loads(reqs[0]["action_json"])
+    assert params["lr_factor"] == 0.25 and params["skip_batches"] == 1
+    assert hook.take_rollbacks() == []  # taken once
