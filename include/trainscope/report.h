@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trainscope/rule_advice.h"
 #include "trainscope/run.h"
 #include "trainscope/status.h"
 #include "trainscope/types.h"
@@ -129,31 +130,7 @@ struct Percentiles {
 };
 Percentiles ComputePercentiles(std::vector<double> values);  // ignores NaN; n=0 when empty
 
-// Measurements the recommendation rules work on (all derived from RunData; NaN/-1 = unknown).
-struct Measurements {
-  double duration_s = 0;
-  int64_t steps = 0;
-  double step_time_p50_ms = 0;
-  double data_wait_share = -1;  // data wait / step time (0..1), -1 unknown
-  double data_wait_ms_per_step = -1;
-  int gpu_count = 0;
-  double gpu_util_mean = -1;  // percent, over all GPUs and samples
-  double gpu_util_p50 = -1;
-  double gpu_util_p95 = -1;
-  double gpu_idle_share = -1;       // share of samples with mean GPU util < 10%
-  double gpu_mem_used_max_gb = -1;  // max over GPUs and samples
-  double gpu_mem_total_gb = -1;     // per GPU
-  int cpu_cores = 0;
-  double cpu_util_p50 = -1;  // percent, whole machine
-  double cpu_util_p95 = -1;
-  double mem_used_max_gb = -1;
-  double mem_total_gb = -1;
-  int num_workers = -1;  // data-loader workers, if recorded
-  int pin_memory = -1;   // 0/1, -1 unknown
-};
-
-enum class Severity { kCritical, kWarning, kInfo };
-std::string_view SeverityName(Severity s);  // "critical", "warning", "info"
+// Measurements, Severity, SeverityName: trainscope/rule_advice.h (each rule's report words).
 
 struct Finding {
   std::string rule;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "trainscope/reader.h"
+#include "trainscope/rule_advice.h"
 #include "trainscope/status.h"
 #include "trainscope/types.h"
 
@@ -76,7 +77,9 @@ class RuleParams {
 
 // ---- Actions a rule firing triggers ------------------------------------------------------
 
-enum class ActionType { kStopTraining, kWebhook, kExec, kLog };
+// kRollback restores the training's last good state; only an in-process front end can (the
+// Python Checkpointer registers its executor, ActionDispatcherOptions::rollback).
+enum class ActionType { kStopTraining, kWebhook, kExec, kLog, kRollback };
 
 struct ActionSpec {
   ActionType type = ActionType::kLog;
@@ -85,6 +88,8 @@ struct ActionSpec {
   int64_t timeout_ms = 5000;  // webhook (per attempt) / exec (whole run)
   int retries = 2;            // webhook: extra attempts after a failure
   double min_interval_s = 0;  // rate limit per rule and action; <0: the type's default
+  // rollback: its parameters as a JSON object ({"lr_factor":0.5,...}), read by the executor.
+  std::string params_json = "{}";
 };
 std::string_view ActionTypeName(ActionType t);
 
@@ -188,6 +193,10 @@ class Rule {
   virtual void OnEnd(RuleContext& ctx) {}
   // Actions the rule adds to its configured ones (e.g. stop_training_on_fire).
   virtual std::vector<ActionSpec> ExtraActions() const { return {}; }
+  // Steps before an evaluated one that a violation found there already covers (dead_loss looks
+  // at num_steps values: num_steps - 1). A firing's details carry its first bad step,
+  // "first_step" = step - (consecutive - 1) - LookbackSteps(), where a rollback goes back to.
+  virtual int64_t LookbackSteps() const { return 0; }
 };
 
 struct RuleType {
@@ -196,6 +205,8 @@ struct RuleType {
   std::vector<ParamSpec> params;
   std::function<RuleRequirements(const RuleParams&)> requirements;
   std::function<Result<std::unique_ptr<Rule>>(const RuleParams&)> create;
+  // What the report says when it fired (trainscope/rule_advice.h), declared with the rule.
+  RuleAdvice advice;
 };
 
 // A set of rule types. BuiltIn() holds the 17 built-in tensor rules and the 9 profiling rules;
@@ -206,6 +217,9 @@ class RuleRegistry {
   static const RuleRegistry& BuiltIn();
   Status Add(RuleType type);  // AlreadyExists for a duplicate name
   const RuleType* Find(const std::string& name) const;
+  // The type a rule instance id names: the type called `id`, else the one with the longest
+  // name `id` starts with ("overfit_eval" -> overfit); nullptr when none.
+  const RuleType* FindForId(const std::string& id) const;
   std::vector<std::string> Names() const;  // sorted
   const std::vector<RuleType>& types() const { return types_; }
 
@@ -243,6 +257,8 @@ Result<RuleRequirements> RequirementsOf(const RuleConfig& config,
 
 using RuleEventSink = std::function<void(const RuleEventRecord&)>;
 using StopTrainingFn = std::function<void(const RuleEventRecord&)>;
+// Runs the rollback action for a firing (event: the firing, its details with "first_step").
+using RollbackFn = std::function<Status(const RuleEventRecord&, const ActionSpec&)>;
 
 // JSON object of an event: rule, status, step, mode, worker, tensors, value, threshold,
 // message, firing, time (ISO-8601 UTC), wall_us, details. Non-finite numbers become null.
@@ -253,6 +269,7 @@ class LogRateLimiter;  // src/util/rate_limited_log.h
 struct ActionDispatcherOptions {
   size_t queue_max = 64;           // pending actions; more are dropped (counted)
   StopTrainingFn stop_training;    // what stop_training does; nullptr: the action logs an error
+  RollbackFn rollback;             // the rollback executor; nullptr: the action fails (logged)
   std::function<int64_t()> clock;  // µs; default NowMicros
   // A failing action (webhook, exec...) is logged at its first failure, then at most once per
   // this many seconds with the count of failures left unsaid; Stop() sums up the rest.
@@ -327,7 +344,7 @@ struct RuleEngineOptions {
   std::vector<std::string> streams;        // only these streams (empty: all)
   int64_t idle_flush_us = 1'000'000;       // a stream's open step is complete after this idle time
   int no_match_grace_steps = 3;            // distinct steps with data before "matches nothing"
-  const RuleRegistry* registry = nullptr;  // nullptr: RuleRegistry::BuiltIn()
+  const RuleRegistry* registry = nullptr;  // nullptr: BuiltIn(); must outlive the engine
 };
 
 class RuleEngine : public RecordVisitor {
@@ -380,6 +397,7 @@ struct RuleRunnerOptions {
   std::vector<RuleConfig> rules;
   RuleEventSink sink;            // required: Writer::AddRuleEvent in the hook, a Writer in watch
   StopTrainingFn stop_training;  // nullptr: RequestStop(run_dir, message, requested_by)
+  RollbackFn rollback;           // nullptr: a rollback action fails (no state to restore here)
   std::string requested_by = "rules";
   int64_t poll_ms = 100;
   std::vector<std::string> streams;  // only these streams (empty: all)

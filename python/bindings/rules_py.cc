@@ -1,11 +1,14 @@
 // Rules bindings: the registry, config validation, rule requirements (so the hook can enable
-// the collections a rule needs), and RuleRunner on a background thread. stop_training either
+// the collections a rule needs), and RuleRunner on a background thread, with the Python custom
+// rules in the same engine (python_rule.h). stop_training either
 // sets a flag the hook polls (in-process) or writes a stop request into RUN/control/ (watch).
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 
 #include "py_common.h"
+#include "python_rule.h"
 #include "trainscope/rules.h"
 #include "writer_py.h"
 
@@ -18,20 +21,43 @@ struct StopState {
   std::string reason;
 };
 
+// The rollback action in-process: the dispatcher thread queues the firing; the front end's
+// executor (the Checkpointer, at its next step boundary) takes it: the state is restored on the
+// training thread, never on the rules' threads.
+struct RollbackQueue {
+  static constexpr size_t kMax = 64;
+  std::mutex mu;
+  std::deque<std::pair<RuleEventRecord, std::string>> pending;  // event, action params JSON
+  uint64_t dropped = 0;
+};
+
 struct PyRuleRunner {
   std::shared_ptr<Writer> writer;
   std::shared_ptr<StopState> stop = std::make_shared<StopState>();
+  std::shared_ptr<RollbackQueue> rollbacks = std::make_shared<RollbackQueue>();
+  // With custom rules: the built-in registry plus their types, and their Python objects. Both
+  // outlive the runner (its engine's rules borrow them).
+  std::unique_ptr<RuleRegistry> registry;
+  std::unique_ptr<PythonRules> custom;
   std::unique_ptr<RuleRunner> runner;
   bool listening = false;  // the writer wakes the runner after each write
   void Unlisten() {
     if (listening && writer) writer->SetFlushListener(nullptr);
     listening = false;
   }
-  ~PyRuleRunner() { Unlisten(); }
+  ~PyRuleRunner() {
+    Unlisten();
+    if (runner) {
+      // The runner's thread may be waiting for the GIL (a custom rule): join it without it.
+      py::gil_scoped_release release;
+      runner.reset();
+    }
+  }
 };
 
-std::vector<RuleConfig> ParseConfig(const std::string& json) {
-  auto r = ParseRulesConfig(json);
+std::vector<RuleConfig> ParseConfig(const std::string& json,
+                                    const RuleRegistry& registry = RuleRegistry::BuiltIn()) {
+  auto r = ParseRulesConfig(json, registry);
   if (!r.ok()) ThrowStatus(r.status());
   return std::move(r).value();
 }
@@ -133,13 +159,21 @@ void InitRules(py::module_& m) {
       .def(py::init([](const std::string& run_dir, const std::string& config_json, PyWriter& writer,
                        const std::vector<std::string>& streams, int64_t poll_ms,
                        const std::string& requested_by, bool stop_flag, int64_t idle_flush_ms,
-                       bool wake_on_write) {
+                       bool wake_on_write, const py::list& custom_rules) {
              auto out = std::make_unique<PyRuleRunner>();
              out->writer = writer.writer;
              if (!out->writer) throw py::value_error("trainscope: writer is closed");
              RuleRunnerOptions o;
              o.run_dir = run_dir;
-             o.rules = ParseConfig(config_json);
+             if (!custom_rules.empty()) {
+               out->custom = std::make_unique<PythonRules>(custom_rules);
+               out->registry = std::make_unique<RuleRegistry>(RuleRegistry::BuiltIn());
+               Status st = out->custom->AddTypes(out->registry.get());
+               if (!st.ok()) ThrowStatus(st);
+               o.registry = out->registry.get();
+             }
+             o.rules =
+                 ParseConfig(config_json, o.registry ? *o.registry : RuleRegistry::BuiltIn());
              std::weak_ptr<Writer> weak = out->writer;
              o.sink = [weak](const RuleEventRecord& e) {
                if (auto w = weak.lock()) w->AddRuleEvent(e);
@@ -152,6 +186,18 @@ void InitRules(py::module_& m) {
                    st->reason = e.rule + ": " + e.message;
                    st->requested.store(true, std::memory_order_release);
                  }
+               };
+             }
+             if (stop_flag) {  // in-process: rollback requests wait for the training thread
+               std::shared_ptr<RollbackQueue> q = out->rollbacks;
+               o.rollback = [q](const RuleEventRecord& e, const ActionSpec& a) -> Status {
+                 std::lock_guard<std::mutex> lock(q->mu);
+                 if (q->pending.size() >= RollbackQueue::kMax) {
+                   q->dropped++;
+                   return Status::Unavailable("rollback requests not taken (no executor)");
+                 }
+                 q->pending.emplace_back(e, a.params_json);
+                 return Status::OK();
                };
              }
              o.requested_by = requested_by;
@@ -176,7 +222,8 @@ void InitRules(py::module_& m) {
            py::arg("run_dir"), py::arg("config_json"), py::arg("writer"),
            py::arg("streams") = std::vector<std::string>{}, py::arg("poll_ms") = 100,
            py::arg("requested_by") = "rules", py::arg("stop_flag") = true,
-           py::arg("idle_flush_ms") = 1000, py::arg("wake_on_write") = false)
+           py::arg("idle_flush_ms") = 1000, py::arg("wake_on_write") = false,
+           py::arg("custom_rules") = py::list())
       .def(
           "stop",
           [](PyRuleRunner& r, bool finish) {
@@ -216,6 +263,25 @@ void InitRules(py::module_& m) {
              return d;
            })
       .def("last_error", [](PyRuleRunner& r) { return r.runner->last_error(); })
+      .def("custom_rule_errors",
+           [](PyRuleRunner& r) { return r.custom ? r.custom->errors() : uint64_t{0}; })
+      .def("take_rollbacks",
+           [](PyRuleRunner& r) {
+             std::deque<std::pair<RuleEventRecord, std::string>> taken;
+             {
+               std::lock_guard<std::mutex> lock(r.rollbacks->mu);
+               taken.swap(r.rollbacks->pending);
+             }
+             py::list out;
+             for (const auto& [e, params] : taken) {
+               py::dict d = RuleEventToDict(e);
+               d["action_json"] = params;
+               out.append(d);
+             }
+             return out;
+           },
+           "Rollback actions the engine dispatched since the last call (oldest first): the "
+           "firing events, each with its action's parameters as JSON (action_json).")
       .def("stop_requested",
            [](PyRuleRunner& r) { return r.stop->requested.load(std::memory_order_acquire); })
       .def("stop_reason", [](PyRuleRunner& r) {

@@ -6,6 +6,7 @@ errors, and the close at the end (also at interpreter exit).
 from __future__ import annotations
 
 import atexit
+import copy
 import json
 import logging
 import os
@@ -99,10 +100,13 @@ class RunLifecycle:
         collections the built-in ones read."""
         try:
             from . import rules as _rules
-            from .checkpoint import split_rollback  # "rollback" is the Checkpointer's action
-            rules_, actions_, self._rollback = split_rollback(self._rules_spec,
-                                                              self._actions_spec)
-            self._builtin_rules, self._custom_rules = _rules.split_rules(rules_, actions_)
+            from .rollback import split_rollback
+            # The engine dispatches "rollback" like any action (to take_rollbacks()); which
+            # rules roll back, and how, is also what a Checkpointer following the hook needs.
+            self._builtin_rules, self._custom_rules = _rules.split_rules(self._rules_spec,
+                                                                         self._actions_spec)
+            _, _, self._rollback = split_rollback(  # copies: it strips the action it finds
+                [copy.copy(r) for r in self._rules_spec or []], self._actions_spec)
             for c in _rules.required_collections(self._builtin_rules, self.collections,
                                                  self.save_interval):
                 self.collections.append(c)
@@ -174,33 +178,24 @@ class RunLifecycle:
                 self._clock.nonfinite_stop = bool(self._nonfinite_stops)
             except Exception as e:
                 self._fail("rules", e)
+        if self._builtin_rules or self._custom_rules:
             try:
                 from . import _distributed
                 from . import rules as _rules
-                # rules that compare ranks (straggler) run on rank 0 only, over every stream
+                # rules that compare ranks (straggler) run on rank 0 only, over every stream;
+                # custom Python rules run in the worker's engine (their trampoline)
                 local, cross = _distributed.split_cross_rank(self._builtin_rules)
-                if local:
-                    self._rule_runner = _rules.start_builtin_runner(
+                if local or self._custom_rules:
+                    self._rule_runner = _rules.start_runner(
                         self.out_dir, local, self._writer, [self.worker],
-                        poll_ms=_RULES_LATENCY_MS)
+                        poll_ms=_RULES_LATENCY_MS, custom=self._custom_rules)
                 if cross and _worker_rank() == 0:
-                    self._cross_runner = _rules.start_builtin_runner(
+                    self._cross_runner = _rules.start_runner(
                         self.out_dir, cross, self._writer, [], poll_ms=_RULES_LATENCY_MS)
             except Exception as e:
                 if self.strict:
                     raise
                 self._fail("rules", e)
-        if self._custom_rules:
-            try:
-                from . import rules as _rules
-                self._py_rules = _rules.PythonRuleThread(
-                    self.out_dir, self._custom_rules, self._writer, self.worker,
-                    on_stop=self._request_stop_inprocess)
-                self._py_rules.start()
-            except Exception as e:
-                if self.strict:
-                    raise
-                self._fail("custom rules", e)
         # the system sampler is the runtime's (_open_run)
 
     _dist = None  # the StopCoordinator of a job of several ranks (_distributed.py)
@@ -389,7 +384,6 @@ class RunLifecycle:
                 self._fail("close", e)
             for name, obj, method in (("rules", self._rule_runner, "stop"),
                                       ("rank rules", self._cross_runner, "stop"),
-                                      ("custom rules", self._py_rules, "stop"),
                                       ("system monitor", self._runtime, "stop_background")):
                 if obj is not None:
                     try:

@@ -44,106 +44,9 @@ from ._checkpoint_state import _TRAIN, FORMAT, VERSION, CheckpointState  # noqa:
 from ._modes import Mode
 from ._preemption import (PREEMPTED_EXIT_CODE, PreemptionSignals,  # noqa: F401
                           preemption_safe_worker_init)
+from .rollback import Rollback, RollbackExecutor, is_rollback_action, split_rollback  # noqa: F401
 
 log = logging.getLogger("trainscope")
-
-
-# ================================================================================ rollback
-class Rollback:
-    """The rollback action: when a rule fires, restore the last checkpoint taken before the
-    problem appeared, scale the learning rate by ``lr_factor``, skip the next ``skip_batches``
-    batches (of ``ckpt.wrap(loader)``) and continue. After ``max_rollbacks`` rollbacks without
-    recovery (``recovery_steps`` steps past the firing without a new one; default every_steps)
-    the training is stopped.
-
-    Use it as an action (``ts.Hook(..., actions=[ts.Rollback(lr_factor=0.1)])``, or the string
-    ``"rollback"`` for the defaults), or give it to the Checkpointer with the rules that trigger
-    it: ``ts.Checkpointer(..., rollback=ts.Rollback(rules=["exploding_tensor"]))``.
-    ``margin_steps`` moves the target further back (for rules that fire some steps after the
-    problem began)."""
-
-    type = "rollback"
-
-    def __init__(self, lr_factor: float = 0.5, skip_batches: int = 0, max_rollbacks: int = 3,
-                 recovery_steps: Optional[int] = None, margin_steps: int = 0,
-                 rules: Optional[Sequence[str]] = None):
-        self.lr_factor = float(lr_factor)
-        self.skip_batches = max(0, int(skip_batches))
-        self.max_rollbacks = max(0, int(max_rollbacks))
-        self.recovery_steps = None if recovery_steps is None else max(1, int(recovery_steps))
-        self.margin_steps = max(0, int(margin_steps))
-        self.rules = [str(r) for r in rules or []]
-
-    def to_config(self) -> dict:
-        return {"type": "rollback", "lr_factor": self.lr_factor,
-                "skip_batches": self.skip_batches, "max_rollbacks": self.max_rollbacks,
-                "recovery_steps": self.recovery_steps, "margin_steps": self.margin_steps}
-
-    def __str__(self) -> str:
-        return "rollback"
-
-    def __repr__(self) -> str:
-        return (f"Rollback(lr_factor={self.lr_factor}, skip_batches={self.skip_batches}, "
-                f"max_rollbacks={self.max_rollbacks})")
-
-
-def is_rollback_action(a) -> bool:
-    if isinstance(a, Rollback):
-        return True
-    if isinstance(a, str):
-        return a == "rollback"
-    return isinstance(a, dict) and a.get("type") == "rollback"
-
-
-def _as_rollback(a) -> Rollback:
-    if isinstance(a, Rollback):
-        return a
-    if isinstance(a, dict):
-        return Rollback(**{k: v for k, v in a.items() if k != "type"})
-    return Rollback()
-
-
-def split_rollback(rules, actions) -> Tuple[list, list, Optional[dict]]:
-    """Takes the rollback action out of a hook's rule and action specs (the rules engine does
-    not know it). Returns (rules, actions, {"rules": [ids], "action": Rollback}) or None."""
-    rules = list(rules or [])
-    actions = list(actions or [])
-    default_rb = [a for a in actions if is_rollback_action(a)]
-    actions = [a for a in actions if not is_rollback_action(a)]
-    ids: List[str] = []
-    action = _as_rollback(default_rb[0]) if default_rb else None
-    out = []
-    for r in rules:
-        if isinstance(r, str):
-            if default_rb:
-                ids.append(r)
-            out.append(r)
-            continue
-        if isinstance(r, dict):
-            own = r.get("actions")
-            rid = r.get("id") or r.get("name")
-            if own is None:
-                if default_rb:
-                    ids.append(rid)
-            elif any(is_rollback_action(a) for a in own):
-                ids.append(rid)
-                action = action or _as_rollback(next(a for a in own if is_rollback_action(a)))
-                r = dict(r, actions=[a for a in own if not is_rollback_action(a)])
-            out.append(r)
-            continue
-        own = getattr(r, "actions", None)
-        rid = getattr(r, "id", None) or getattr(r, "name", str(r))
-        if own is None:
-            if default_rb:
-                ids.append(rid)
-        elif any(is_rollback_action(a) for a in own):
-            ids.append(rid)
-            action = action or _as_rollback(next(a for a in own if is_rollback_action(a)))
-            r.actions = [a for a in own if not is_rollback_action(a)]
-        out.append(r)
-    if not ids and action is None:
-        return out, actions, None
-    return out, actions, {"rules": ids, "action": action or Rollback()}
 
 
 # ============================================================================ checkpointer
@@ -214,10 +117,7 @@ class Checkpointer(CheckpointState, PreemptionSignals):
         self._rollbacks = 0           # total
         self._rb_count = 0            # since the last recovery
         self._rb_recover_at = -1
-        self._seen_firings: Dict[str, int] = {}
-        self._next_poll_ns = 0
         self._poll_ns = max(0, int(rollback_poll_ms)) * 1_000_000
-        self._reader = None
         os.makedirs(self.dir, exist_ok=True)
         self._clean_temp()
 
@@ -229,6 +129,7 @@ class Checkpointer(CheckpointState, PreemptionSignals):
         self._rb_rules = ids
         if ids and self.rollback is None:
             self.rollback = Rollback()
+        self._rb = RollbackExecutor(self)
         if hook is not None:
             try:
                 hook.add_step_callback(self._on_hook_event)
@@ -309,7 +210,7 @@ class Checkpointer(CheckpointState, PreemptionSignals):
             pass
         deadline = time.monotonic() + max(0.0, settle_s)
         while True:
-            self._next_poll_ns = 0
+            self._rb.poll_now()
             if self._check_rollback():
                 return False
             if self._gave_up or time.monotonic() >= deadline:
@@ -524,133 +425,12 @@ class Checkpointer(CheckpointState, PreemptionSignals):
         return fields
 
     # ========================================================================== rollback
+    # The rollback action's executor: rollback.py (RollbackExecutor), over this Checkpointer.
     def _check_rollback(self) -> bool:
-        h = self.hook
-        if h is None or self._gave_up:
-            return False
-        now = time.monotonic_ns()
-        if now < self._next_poll_ns:
-            return False
-        self._next_poll_ns = now + self._poll_ns
-        statuses = h.rule_statuses()
-        for rid in self._rb_rules:
-            st = statuses.get(rid)
-            if not st:
-                continue
-            n = int(st.get("firings", 0))
-            if n > self._seen_firings.get(rid, 0):
-                self._seen_firings[rid] = n
-                return self._rollback(rid, n, st)
-        if self._rb_count and h.step_count >= self._rb_recover_at:
-            self._event("rollback_recovered", {"step": h.step_count, "after": self._rb_count})
-            self._rb_count = 0
-        return False
+        return self._rb.check()
 
     def _firing_step(self, rid: str, firing: int, st: dict) -> int:
-        """Global step of the firing's first bad step (from its rule event)."""
-        h = self.hook
-        for _ in range(3):
-            try:
-                h.flush()
-                if self._reader is None:
-                    from .reader import open_run
-                    self._reader = open_run(h.out_dir, refresh_interval_s=0)
-                self._reader.refresh()
-                evs = [e for e in self._reader.rule_events()
-                       if e["rule"] == rid and e["status"] == "IssuesFound"
-                       and int(e["firing"]) == firing and e["wall_us"] >= self._created_us
-                       and not e["details"].get("reminder")]
-                if evs:
-                    e = evs[-1]
-                    return int(e["step"]) - max(0, int(e["details"].get("consecutive", 1)) - 1)
-            except Exception as e:
-                log.debug("trainscope: rollback: rule events not read: %s", e)
-            time.sleep(0.02)
-        return int(st.get("last_step", h.step_count))
-
-    def _margin(self, rid: str) -> int:
-        m = self.rollback.margin_steps
-        for r in getattr(self.hook, "_builtin_rules", ()) or ():
-            if getattr(r, "id", None) == rid:
-                n = r.params.get("num_steps", 5 if r.name == "dead_loss" else 0)
-                try:
-                    m += max(0, int(n) - 1)
-                except (TypeError, ValueError):
-                    pass
-        return m
-
-    def _rollback(self, rid: str, firing: int, st: dict) -> bool:
-        h = self.hook
-        rb = self.rollback
-        d = getattr(h, "_dist", None)
-        if d is not None and d.coordinating:
-            # One rank restoring alone would leave the ranks on different weights and step
-            # counters (their agreed boundaries with them): stop every rank together instead.
-            return self._give_up(rid, h.step_count, h.step_count,
-                                 "rollback of one rank in a distributed job is not supported; "
-                                 "all ranks stop together")
-        from_step = h.step_count
-        bad = self._firing_step(rid, firing, st) - self._margin(rid)
-        if bad >= from_step:
-            log.info("trainscope: %s fired for step %d, not yet run here; ignored", rid, bad)
-            return False
-        if self._rb_count >= rb.max_rollbacks:
-            return self._give_up(rid, from_step, bad,
-                                 f"{self._rb_count} rollbacks without recovery")
-        try:
-            found = self._load_latest(lambda m: int(m.get("global_step", m["step"])) < bad
-                                      and m.get("finite", True))
-        except Exception as e:
-            self._failed("rollback", e)
-            found = None
-        if found is None:
-            return self._give_up(rid, from_step, bad, f"no valid checkpoint before step {bad}")
-        meta, state = found
-        cur_scale = self.lr_scale           # in effect in the diverged timeline
-        self._restore(state)                # lr_scale := the checkpoint's (baked into its lr)
-        target = cur_scale * rb.lr_factor
-        self._scale_lr(target / self.lr_scale if self.lr_scale else rb.lr_factor)
-        self.lr_scale = target
-        self._rb_count += 1
-        self._rollbacks += 1
-        self.skip_pending = rb.skip_batches
-        for c in list_checkpoints(self.dir):   # the abandoned timeline
-            if c["step"] > self.step:
-                self._delete(c)
-        self._last_saved = self.step
-        self._stop_saved = False
-        self._rb_recover_at = bad + (rb.recovery_steps or self.every_steps or 100)
-        to_step = int(meta.get("global_step", self.step))
-        self._event("rollback", {
-            "rule": rid, "from_step": from_step, "to_step": to_step, "bad_step": bad,
-            "train_step": self.step, "lr_factor": rb.lr_factor, "lr_scale": self.lr_scale,
-            "skip_batches": rb.skip_batches, "count": self._rb_count,
-            "checkpoint": meta["path"]})
-        log.warning("trainscope: %s fired (first bad step %d): rolled back from step %d to %d "
-                    "(lr x%g, rollback %d of %d)", rid, bad, from_step, to_step,
-                    self.lr_scale, self._rb_count, rb.max_rollbacks)
-        return True
-
-    def _scale_lr(self, factor: float) -> None:
-        for o in self.optimizers:
-            for g in getattr(o, "param_groups", ()):
-                if "lr" in g:
-                    g["lr"] = g["lr"] * factor
-                if "initial_lr" in g:
-                    g["initial_lr"] = g["initial_lr"] * factor
-        s = self.scheduler
-        if s is not None and hasattr(s, "base_lrs"):
-            s.base_lrs = [b * factor for b in s.base_lrs]
-        if s is not None and hasattr(s, "_last_lr"):
-            s._last_lr = [g["lr"] for o in self.optimizers for g in o.param_groups]
-
-    def _give_up(self, rid: str, from_step: int, bad: int, why: str) -> bool:
-        self._gave_up = True
-        self._event("rollback_failed", {"rule": rid, "from_step": from_step, "bad_step": bad,
-                                        "reason": why, "count": self._rb_count})
-        log.warning("trainscope: rollback for %s impossible (%s); stopping", rid, why)
-        self.hook._request_stop_inprocess(f"rollback: {rid}: {why}", source="rollback")
-        return True
+        return self._rb.firing_step(rid, firing, st)
 
     # ============================================================================ events
     def _event(self, kind: str, fields: dict) -> None:

@@ -186,7 +186,6 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         self._stop_reason: Optional[str] = None
         self._stop_raised = False
         self._rule_runner = None
-        self._py_rules = None
         self._sampler = None
         self._profiling = None
         self.raise_on_stop = args["raise_on_stop"]
@@ -513,6 +512,19 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         except Exception:
             return None
 
+    def take_rollbacks(self) -> list:
+        """Rollback actions the rules engine dispatched since the last call: the firing
+        events (rule, firing, step, details_json with first_step, action_json), oldest first.
+        The ts.Checkpointer following this hook executes them (trainscope/rollback.py)."""
+        out: list = []
+        for runner in (self._rule_runner, self._cross_runner):
+            if runner is not None:
+                try:
+                    out.extend(runner.take_rollbacks())
+                except Exception as e:
+                    self._fail("take_rollbacks", e)
+        return out
+
     def rule_statuses(self) -> dict:
         """Current statuses of in-process rules: {rule: {"status", "message", ...}}."""
         out = {}
@@ -521,8 +533,6 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
                 if runner is not None:
                     for s in runner.statuses():
                         out[s["rule"]] = s
-            if self._py_rules is not None:
-                out.update(self._py_rules.statuses())
         except Exception as e:
             self._fail("rule_statuses", e)
         return out

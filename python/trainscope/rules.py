@@ -22,7 +22,12 @@ other exception sets the rule's status to Error and disables it; it never reache
             return False
 
 A tensor missing at a step (``ts.NotFoundError``) skips that step for that rule. Custom rules
-run on a background thread in the hook, or in ``ts.watch(run_dir, rules=[...])``.
+run in the same C++ engine as the built-in ones (a trampoline calls ``invoke_at_step`` with the
+GIL held, python/bindings/python_rule.cc): the same statuses, ``min_consecutive``,
+``remind_every_steps``, ``recover_after`` and actions; in the hook on its rule thread, or in
+``ts.watch(run_dir, rules=[...])``. The report's words for a custom rule: the class attributes
+``title``, ``severity`` ("critical", "warning", "info") and ``advice`` (default: the rule's id,
+"warning" and generic advice).
 """
 from __future__ import annotations
 
@@ -31,9 +36,8 @@ import logging
 import math
 import os
 import re
-import threading
 import time
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from . import _core
 from ._modes import Mode, NotFoundError, RuleFired
@@ -43,15 +47,25 @@ log = logging.getLogger("trainscope")
 
 class Rule:
     """A rule instance: a built-in rule by name with parameters, or a custom rule (subclass
-    overriding ``invoke_at_step``)."""
+    overriding ``invoke_at_step``). ``min_consecutive``, ``remind_every_steps`` and
+    ``recover_after`` are the engine's firing policy (docs/rules.md), for both kinds."""
+
+    # The report's words for a custom rule (built-in rules declare theirs in C++).
+    title: Optional[str] = None
+    severity: Optional[str] = None  # "critical" | "warning" | "info"
+    advice: Optional[str] = None
 
     def __init__(self, name: Optional[str] = None, *, actions: Optional[Iterable] = None,
-                 min_consecutive: Optional[int] = None, id: Optional[str] = None, **params):
+                 min_consecutive: Optional[int] = None, id: Optional[str] = None,
+                 remind_every_steps: Optional[int] = None, recover_after: Optional[int] = None,
+                 **params):
         self.name = name or type(self).__name__
         self.id = id or self.name
         self.params = params
         self.actions = None if actions is None else list(actions)
         self.min_consecutive = min_consecutive
+        self.remind_every_steps = remind_every_steps
+        self.recover_after = recover_after
         self.run = None  # ts.Run, set before invoke_at_step is first called
         self.worker: Optional[str] = None
 
@@ -69,13 +83,20 @@ class Rule:
             d["id"] = self.id
         acts = self.actions if self.actions is not None else default_actions
         if acts:
-            d["actions"] = list(acts)
-        if self.min_consecutive is not None:
-            d["min_consecutive"] = int(self.min_consecutive)
+            d["actions"] = _action_values(acts)
+        for key in ("min_consecutive", "remind_every_steps", "recover_after"):
+            if getattr(self, key) is not None:
+                d[key] = int(getattr(self, key))
         return d
 
     def __repr__(self) -> str:
         return f"Rule({self.name!r}, {self.params!r})"
+
+
+def _action_values(actions) -> list:
+    """Actions as the engine's config has them: names, dicts, or objects with to_config()
+    (ts.Rollback)."""
+    return [a.to_config() if hasattr(a, "to_config") else a for a in actions]
 
 
 def _param_value(v):
@@ -115,10 +136,10 @@ def split_rules(rules, actions) -> Tuple[List[Rule], List[Rule]]:
             r.actions = default_actions
     for r in builtin:
         r._config = r.to_config(default_actions)
+    if (builtin or custom) and not getattr(_core, "HAVE_RULES", False):
+        raise RuntimeError("rules are not available: trainscope._core was built without the "
+                           "rules layer")
     if builtin:
-        if not getattr(_core, "HAVE_RULES", False):
-            raise RuntimeError("built-in rules are not available: trainscope._core was built "
-                               "without the rules layer")
         _core.validate_rules_config(config_json(builtin))
     return builtin, custom
 
@@ -157,12 +178,87 @@ def required_collections(builtin: List[Rule], collections, save_interval: int) -
     return list(added.values())
 
 
-def start_builtin_runner(run_dir: str, builtin: List[Rule], writer, streams: List[str],
-                         poll_ms: int = 100):
-    """In-process C++ RuleRunner: rule events into `writer`, stop_training sets a flag."""
-    return _core.RuleRunner(run_dir, config_json(builtin), writer, streams=streams,
-                            poll_ms=poll_ms, requested_by="hook", stop_flag=True,
-                            wake_on_write=True)
+def start_runner(run_dir: str, builtin: List[Rule], writer, streams: List[str],
+                 poll_ms: int = 100, custom: Iterable[Rule] = ()):
+    """In-process C++ RuleRunner over built-in and custom rules: rule events into `writer`,
+    stop_training sets a flag the hook polls."""
+    return _runner(run_dir, builtin, list(custom), writer, streams=streams, poll_ms=poll_ms,
+                   requested_by="hook", stop_flag=True, wake_on_write=True)
+
+
+def _runner(run_dir: str, builtin: List[Rule], custom: List[Rule], writer, **kw):
+    cfg = [getattr(r, "_config", None) or r.to_config() for r in builtin]
+    runs = _SharedRun(run_dir)
+    specs = []
+    for r in custom:
+        cfg.append(_custom_config(r))
+        specs.append({"name": r.name, "id": r.id, "call": _CustomCall(r, runs),
+                      "title": r.title, "severity": r.severity, "advice": r.advice})
+    return _core.RuleRunner(run_dir, json.dumps({"rules": cfg}), writer, custom_rules=specs, **kw)
+
+
+def _custom_config(r: Rule) -> dict:
+    """A custom rule's engine config: its type is registered under its name by the runner;
+    the "instance" parameter picks this object."""
+    d = {"name": r.name, "id": r.id, "params": {"instance": r.id}}
+    if r.actions:
+        d["actions"] = _action_values(r.actions)
+    for key in ("min_consecutive", "remind_every_steps", "recover_after"):
+        if getattr(r, key) is not None:
+            d[key] = int(getattr(r, key))
+    return d
+
+
+class _SharedRun:
+    """The ts.Run the custom rules of one runner read (opened at the first evaluation; every
+    accessor refreshes, so a rule sees what the engine saw)."""
+
+    def __init__(self, run_dir: str):
+        self.run_dir = run_dir
+        self._run = None
+
+    def get(self):
+        if self._run is None:
+            from .reader import open_run
+            self._run = open_run(self.run_dir, refresh_interval_s=0)
+        return self._run
+
+
+def _num(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+class _CustomCall:
+    """What the engine's trampoline (python/bindings/python_rule.cc) calls, with the GIL held,
+    when a stream's step is complete: runs ``invoke_at_step`` and returns None (the data is not
+    at this step: skipped), (violated, message, value, threshold, tensors), or the error text
+    of an exception (the engine sets the rule's status to Error and disables it)."""
+
+    def __init__(self, rule: Rule, runs: _SharedRun):
+        self.rule = rule
+        self._runs = runs
+
+    def __call__(self, stream: str, step: int):
+        r = self.rule
+        try:
+            if r.run is None:
+                r.run = self._runs.get()
+            r.worker = stream
+            out = r.invoke_at_step(step)
+        except NotFoundError:
+            return None
+        except RuleFired as f:
+            return (True, f.message or f"{r.id} fired", _num(f.value), _num(f.threshold),
+                    [str(t) for t in f.tensors])
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+        if out:
+            msg = out if isinstance(out, str) else f"{r.id} fired at step {step}"
+            return (True, msg, math.nan, math.nan, [])
+        return (False, "", math.nan, math.nan, [])
 
 
 class NonfiniteStop:
@@ -222,185 +318,30 @@ def nonfinite_stops(builtin: List[Rule]) -> List[NonfiniteStop]:
     return out
 
 
-class PythonRuleThread:
-    """Evaluates custom Python rules on completed steps of one worker, on its own thread."""
-
-    def __init__(self, run_dir: str, rules: List[Rule], writer, worker: Optional[str],
-                 on_stop: Optional[Callable[[str], None]] = None, poll_s: float = 0.1):
-        self.run_dir = run_dir
-        self.rules = rules
-        self.writer = writer
-        self.worker = worker
-        self.on_stop = on_stop
-        self.poll_s = poll_s
-        self._run = None
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-        self._done: Dict[str, int] = {r.id: -1 for r in rules}
-        self._evaluations: Dict[str, int] = {r.id: 0 for r in rules}
-        self._status: Dict[str, dict] = {}
-        self._disabled: set = set()
-        for r in rules:
-            self._set_status(r, "InProgress", -1, "evaluating")
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="trainscope-rules",
-                                        daemon=True)
-        self._thread.start()
-
-    def stop(self, finish: bool = True) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if finish:
-            self.cycle(final=True)
-            self.finish()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.poll_s):
-            self.cycle(final=False)
-
-    def statuses(self) -> Dict[str, dict]:
-        return {k: dict(v) for k, v in self._status.items()}
-
-    def cycle(self, final: bool) -> bool:
-        """One pass: evaluates every rule on new completed steps. Returns True when the run
-        has ended (all of it read)."""
-        try:
-            if self._run is None:
-                from .reader import open_run
-                self._run = open_run(self.run_dir, refresh_interval_s=0)
-                for r in self.rules:
-                    r.run = self._run
-                    r.worker = self.worker
-            self._run.refresh()
-            ended = self._run.ended()
-            steps = self._run.steps(worker=self.worker)
-        except Exception as e:  # run not there yet
-            log.debug("trainscope rules: %s", e)
-            return False
-        if not steps:
-            return ended
-        complete = steps if (final or ended) else steps[:-1]
-        for r in self.rules:
-            if r.id in self._disabled:
-                continue
-            for s in complete:
-                if s <= self._done[r.id]:
-                    continue
-                self._done[r.id] = s
-                if not self._evaluate(r, s):
-                    break
-        return ended
-
-    def _evaluate(self, r: Rule, step: int) -> bool:
-        try:
-            out = r.invoke_at_step(step)
-        except NotFoundError:
-            return True  # data not at this step: skip it
-        except RuleFired as f:
-            self._evaluations[r.id] += 1
-            self._fire(r, step, f.message, f.value, f.threshold, f.tensors)
-            return True
-        except Exception as e:
-            self._disabled.add(r.id)
-            self._set_status(r, "Error", step, f"{type(e).__name__}: {e}")
-            log.warning("trainscope: custom rule %s raised at step %d (status Error): %s",
-                        r.id, step, e)
-            return False
-        self._evaluations[r.id] += 1
-        if out:
-            self._fire(r, step, out if isinstance(out, str) else f"{r.id} fired at step {step}")
-        return True
-
-    def _fire(self, r: Rule, step: int, message: str, value=math.nan, threshold=math.nan,
-              tensors=()) -> None:
-        st = self._status[r.id]
-        st["firings"] = st.get("firings", 0) + 1
-        self._set_status(r, "IssuesFound", step, message or f"{r.id} fired", value, threshold,
-                         tensors, firing=st["firings"])
-        for a in r.actions or []:
-            kind = a if isinstance(a, str) else a.get("type")
-            if kind == "stop_training" and self.on_stop is not None:
-                try:
-                    self.on_stop(f"{r.id}: {message}")
-                except Exception as e:
-                    log.warning("trainscope: stop action of %s failed: %s", r.id, e)
-            elif kind == "log":
-                log.warning("trainscope rule %s fired at step %d: %s", r.id, step, message)
-
-    def finish(self) -> None:
-        for r in self.rules:
-            if self._status[r.id]["status"] != "InProgress":
-                continue
-            n = self._evaluations[r.id]
-            if n == 0:
-                # Never evaluated: "no issues" would mislead (docs/rules.md, NoData).
-                why = ("nothing was recorded" if self._done[r.id] < 0 else
-                       "the data it reads was at none of the steps seen "
-                       f"(up to step {self._done[r.id]})")
-                self._set_status(r, "NoData", self._done[r.id], f"no data: {why}")
-            else:
-                self._set_status(r, "NoIssuesFound", self._done[r.id],
-                                 f"no issues found in {n} evaluations")
-
-    def _set_status(self, r: Rule, status: str, step: int, message: str, value=math.nan,
-                    threshold=math.nan, tensors=(), firing: int = 0) -> None:
-        prev = self._status.get(r.id, {})
-        self._status[r.id] = {"rule": r.id, "type": r.name, "status": status,
-                              "message": message, "last_step": step,
-                              "firings": prev.get("firings", 0)}
-        try:
-            if self.writer is not None:
-                self.writer.add_rule_event(r.id, status, step=step, mode=0,
-                                           worker=self.worker or "", tensors=list(tensors),
-                                           value=float(value), threshold=float(threshold),
-                                           message=message, firing=firing)
-        except Exception as e:
-            log.debug("trainscope: rule event not written: %s", e)
-
-
 def watch(run_dir: str, rules=None, actions=None, poll_ms: int = 100,
           timeout_s: Optional[float] = None, stream: Optional[str] = None) -> Dict[str, dict]:
     """Evaluates rules on a run (live or finished) until it ends; returns final statuses.
 
-    Built-in rules run in the C++ engine, custom ones here; rule events are written into the
-    run under the stream ``watch-<pid>``; stop_training writes a stop request into
-    RUN/control/, which the training's hook picks up at its next step."""
+    Built-in and custom rules run in the C++ engine; rule events are written into the run
+    under the stream ``watch-<pid>``; stop_training writes a stop request into RUN/control/,
+    which the training's hook picks up at its next step."""
     rules = rules if rules is not None else (_core.default_rule_names()
                                              if getattr(_core, "HAVE_RULES", False) else [])
     builtin, custom = split_rules(rules, actions)
     stream = stream or f"watch-{os.getpid()}"
     writer = _core.Writer(run_dir, stream)
-    runner = None
+    if not builtin and not custom:
+        return {}
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
-        if builtin:
-            runner = _core.RuleRunner(run_dir, config_json(builtin), writer, poll_ms=poll_ms,
-                                      requested_by=stream, stop_flag=False)
-        py = None
-        if custom:
-            def stop(reason: str) -> None:
-                _core.request_stop(run_dir, reason, stream)
-            py = PythonRuleThread(run_dir, custom, writer, None, on_stop=stop)
-        while True:
-            ended = py.cycle(final=False) if py is not None else True
-            done = runner.finished if runner is not None else ended
-            if done and ended:
-                break
+        runner = _runner(run_dir, builtin, custom, writer, poll_ms=poll_ms,
+                         requested_by=stream, stop_flag=False)
+        while not runner.finished:
             if deadline is not None and time.monotonic() >= deadline:
                 break
             time.sleep(poll_ms / 1000.0)
-        out: Dict[str, dict] = {}
-        if runner is not None:
-            runner.stop(True)
-            out.update({s["rule"]: s for s in runner.statuses()})
-        if py is not None:
-            py.cycle(final=True)
-            py.finish()
-            out.update(py.statuses())
-        return out
+        runner.stop(True)
+        return {s["rule"]: s for s in runner.statuses()}
     finally:
         writer.close()
 

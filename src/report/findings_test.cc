@@ -106,5 +106,25 @@ TEST(FindingsTest, EveryBuiltinRuleHasItsOwnRecommendation) {
   }
 }
 
+TEST(FindingsTest, ACustomRulesWordsComeFromItsFiring) {
+  Measurements m;
+  RuleEventRecord e = Fired("overfit_my_check", 12, 3, 1);  // its own words beat the prefix
+  e.details_json =
+      R"({"consecutive":1,"first_step":12,"title":"Loss above the limit","severity":"critical",)"
+      R"("stop_worthy":false,"advice":"Lower the learning rate."})";
+  Finding f = MakeFinding(e, 2, m);
+  EXPECT_EQ(f.title, "Loss above the limit");
+  EXPECT_EQ(f.severity, Severity::kCritical);
+  EXPECT_FALSE(f.stop_worthy);
+  EXPECT_EQ(f.recommendation, "Lower the learning rate.");
+  // Without words (or an empty title/advice) it reads as before: its id and generic advice.
+  e.details_json = R"({"consecutive":1,"title":"","advice":""})";
+  e.rule = "GradTooBig";
+  Finding plain = MakeFinding(e, 1, m);
+  EXPECT_EQ(plain.title, "GradTooBig");
+  EXPECT_EQ(plain.severity, Severity::kWarning);
+  EXPECT_NE(plain.recommendation.find("Custom rule"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainscope

@@ -7,21 +7,6 @@
 
 namespace trainscope::report_internal {
 
-std::string Fmt(double v, int precision) {
-  if (std::isnan(v)) return "n/a";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-  return buf;
-}
-
-std::string Fixed(double v, int decimals) {
-  if (std::isnan(v)) return "n/a";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
 std::string Money(double usd) {
   if (std::isnan(usd)) return "n/a";
   char buf[64];
@@ -45,13 +30,6 @@ std::string Duration(double s) {
     long t = std::lround(s / 60);
     std::snprintf(buf, sizeof buf, "%ldh %02ldm", t / 60, t % 60);
   }
-  return buf;
-}
-
-std::string Percent(double share) {
-  if (std::isnan(share) || share < 0) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f%%", share * 100);
   return buf;
 }
 

@@ -8,6 +8,7 @@
 
 #include "trainscope/report.h"
 #include "trainscope/schema.h"
+#include "util/text_format.h"
 
 namespace trainscope::report_internal {
 
@@ -32,11 +33,11 @@ Measurements MeasureTables(const RunData& d, const std::vector<SystemTable>& tab
 int GpuCount(const SystemTable& t);  // number of gpu<i>.util columns (or gpu.count)
 
 // Formatting helpers (locale independent).
-std::string Fmt(double v, int precision = 3);  // %.3g style, "n/a" for NaN
-std::string Fixed(double v, int decimals);     // %.Nf
+using text::Fixed;                             // %.Nf (util/text_format.h)
+using text::Fmt;                               // %.3g style, "n/a" for NaN
 std::string Money(double usd);                 // "$12.34"
 std::string Duration(double seconds);          // "2h 03m", "4m 10s", "12.3 s"
-std::string Percent(double share);             // 0.123 -> "12%"
+using text::Percent;                           // 0.123 -> "12%"
 std::string IsoTime(int64_t wall_us);          // "2026-11-30T01:02:03Z"
 
 }  // namespace trainscope::report_internal

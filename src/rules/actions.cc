@@ -106,6 +106,12 @@ Status ActionDispatcher::Run(const Item& item) {
       return HttpPost(item.action.url, WebhookBody(e), item.action.timeout_ms, item.action.retries);
     case ActionType::kExec:
       return RunCommand(item.action.command, RuleEventToJson(e) + "\n", item.action.timeout_ms);
+    case ActionType::kRollback:
+      if (!options_.rollback) {
+        return Status::Unavailable(
+            "rollback needs the training's own process (an in-process ts.Checkpointer)");
+      }
+      return options_.rollback(e, item.action);
     case ActionType::kLog:
       std::fprintf(stderr, "trainscope: rule %s %s at step %lld%s%s: %s\n", e.rule.c_str(),
                    std::string(RuleStatusName(e.status)).c_str(), static_cast<long long>(e.step),

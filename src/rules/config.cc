@@ -33,6 +33,35 @@ Result<std::string> ParamText(const std::string& rule, const std::string& name, 
                                  "' must be a number, bool or string");
 }
 
+// {"type":"rollback","lr_factor":0.5,"skip_batches":0,"max_rollbacks":3,"recovery_steps":null,
+// "margin_steps":0}: numbers (recovery_steps may be null), kept as JSON for the executor.
+Result<ActionSpec> ParseRollback(const std::string& rule, const json& j, ActionSpec a) {
+  static const std::vector<std::string> kKeys = {"type",          "lr_factor",      "skip_batches",
+                                                 "max_rollbacks", "recovery_steps", "margin_steps",
+                                                 "min_interval_s"};
+  json params = json::object();
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) {
+      if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
+        return Status::InvalidArgument("rule " + rule + ": unknown rollback field '" + k +
+                                       "'; valid fields: " + JoinNames(kKeys));
+      }
+      if (k == "type") continue;
+      if (!v.is_number() && !(k == "recovery_steps" && v.is_null())) {
+        return Status::InvalidArgument("rule " + rule + ": rollback field '" + k +
+                                       "' must be a number");
+      }
+      if (k == "min_interval_s") {
+        a.min_interval_s = v.get<double>();
+      } else {
+        params[k] = v;
+      }
+    }
+  }
+  a.params_json = params.dump();
+  return a;
+}
+
 Result<ActionSpec> ParseAction(const std::string& rule, const json& j) {
   ActionSpec a;
   a.min_interval_s = -1;
@@ -53,9 +82,13 @@ Result<ActionSpec> ParseAction(const std::string& rule, const json& j) {
     a.type = ActionType::kExec;
   } else if (type == "log") {
     a.type = ActionType::kLog;
+  } else if (type == "rollback") {
+    a.type = ActionType::kRollback;
+    return ParseRollback(rule, j, a);
   } else {
     return Status::InvalidArgument("rule " + rule + ": unknown action '" + type +
-                                   "'; valid actions: stop_training, webhook, exec, log");
+                                   "'; valid actions: stop_training, webhook, exec, log, "
+                                   "rollback");
   }
   if (j.is_object()) {
     static const std::vector<std::string> kKeys = {"type",       "url",     "command",
@@ -196,6 +229,8 @@ std::string_view ActionTypeName(ActionType t) {
       return "exec";
     case ActionType::kLog:
       return "log";
+    case ActionType::kRollback:
+      return "rollback";
   }
   return "unknown";
 }

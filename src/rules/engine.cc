@@ -6,6 +6,8 @@
 #include <set>
 #include <variant>
 
+#include <nlohmann/json.hpp>
+
 #include "rules/closest_names.h"
 #include "trainscope/rules.h"
 #include "util/logging.h"
@@ -76,6 +78,7 @@ class RuleEngine::Impl {
     bool no_match_error = false;
     std::set<std::string> warned;
     std::string last_warning;  // why a rule that never evaluated had nothing to check
+    const RuleAdvice* advice = nullptr;  // set when its words travel in its firings (in_events)
   };
 
   explicit Impl(RuleEngineOptions options) : options_(std::move(options)) {
@@ -288,8 +291,9 @@ class RuleEngine::Impl {
 
   // ---- Events ----------------------------------------------------------------------------
 
-  void Emit(Instance& inst, RuleStatus status, const std::string& message, int64_t step, Mode mode,
-            const std::string& worker, const Evaluation* e, const std::string& details) {
+  RuleEventRecord Record(const Instance& inst, RuleStatus status, const std::string& message,
+                         int64_t step, Mode mode, const std::string& worker, const Evaluation* e,
+                         const std::string& details) {
     RuleEventRecord r;
     r.rule = inst.config.id;
     r.status = status;
@@ -307,6 +311,12 @@ class RuleEngine::Impl {
     r.firing = inst.info.firings;
     r.wall_us = Now();
     r.details_json = details;
+    return r;
+  }
+
+  void Emit(Instance& inst, RuleStatus status, const std::string& message, int64_t step, Mode mode,
+            const std::string& worker, const Evaluation* e, const std::string& details) {
+    RuleEventRecord r = Record(inst, status, message, step, mode, worker, e, details);
     try {
       options_.sink(r);
     } catch (...) {
@@ -360,8 +370,8 @@ class RuleEngine::Impl {
       info.firings++;
       info.status = RuleStatus::kIssuesFound;
       info.message = e.message;
-      std::string details = "{\"consecutive\":" + std::to_string(t.streak) + "}";
-      Emit(inst, RuleStatus::kIssuesFound, e.message, e.step, e.mode, e.worker, &e, details);
+      Emit(inst, RuleStatus::kIssuesFound, e.message, e.step, e.mode, e.worker, &e,
+           FiringDetails(inst, e, t.streak));
       Dispatch(inst);
       return;
     }
@@ -376,6 +386,25 @@ class RuleEngine::Impl {
                " violations since firing): " + e.message,
            e.step, e.mode, e.worker, &e, details);
     }
+  }
+
+  // {"consecutive":N,"first_step":S} (the first bad step: Rule::LookbackSteps), plus the rule's
+  // report words when the report cannot find them in its registry (RuleAdvice::in_events).
+  std::string FiringDetails(const Instance& inst, const Evaluation& e, int streak) {
+    nlohmann::json d;
+    d["consecutive"] = streak;
+    d["first_step"] = e.step - (streak - 1) - std::max<int64_t>(0, inst.rule->LookbackSteps());
+    if (inst.advice) AddAdvice(inst, e, &d);
+    return d.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+
+  void AddAdvice(const Instance& inst, const Evaluation& e, nlohmann::json* d) {
+    RuleEventRecord first =
+        Record(inst, RuleStatus::kIssuesFound, e.message, e.step, e.mode, e.worker, &e, "");
+    (*d)["title"] = inst.advice->title;
+    (*d)["severity"] = std::string(SeverityName(inst.advice->severity));
+    (*d)["stop_worthy"] = inst.advice->stop_worthy;
+    (*d)["advice"] = inst.advice->advise ? inst.advice->advise(first, Measurements()) : "";
   }
 
   void Dispatch(Instance& inst) {
@@ -435,6 +464,7 @@ Result<std::unique_ptr<RuleEngine>> RuleEngine::Create(const std::vector<RuleCon
     inst->info.rule = inst->config.id;
     inst->info.type = cfg.type;
     inst->info.message = "waiting for data";
+    if (type->advice.in_events) inst->advice = &type->advice;
     inst->selectors = inst->rule->Selectors();
     inst->matched.assign(inst->selectors.size(), false);
     impl->instances_.push_back(std::move(inst));

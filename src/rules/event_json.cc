@@ -1,8 +1,10 @@
-// RuleEventToJson: the JSON form of a rule event (webhooks, exec actions, `trainscope rules`).
+// RuleEventToJson: the JSON form of a rule event (webhooks, exec actions, `trainscope rules`):
+// the stored form plus an ISO-8601 "time".
 #include <cmath>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "store/record_codec.h"
 #include "trainscope/rules.h"
 
 namespace trainscope {
@@ -22,24 +24,11 @@ std::string IsoTime(int64_t wall_us) {
 }  // namespace
 
 std::string RuleEventToJson(const RuleEventRecord& e) {
-  nlohmann::json j;
-  j["rule"] = e.rule;
-  j["status"] = std::string(RuleStatusName(e.status));
-  j["step"] = e.step;
-  j["mode"] = std::string(ModeName(e.mode));
-  j["worker"] = e.worker;
-  j["tensors"] = e.tensors;
-  j["value"] = std::isfinite(e.value) ? nlohmann::json(e.value) : nlohmann::json(nullptr);
-  j["threshold"] =
-      std::isfinite(e.threshold) ? nlohmann::json(e.threshold) : nlohmann::json(nullptr);
-  j["message"] = e.message;
-  j["firing"] = e.firing;
+  // The record's own JSON form (what the store writes, codec::RuleEventToJson: non-finite
+  // numbers as null, details as an object) with the time in words added.
+  auto j = nlohmann::json::parse(codec::RuleEventToJson(e), nullptr, false);
+  if (j.is_discarded()) j = nlohmann::json::object();
   j["time"] = IsoTime(e.wall_us);
-  j["wall_us"] = e.wall_us;
-  if (!e.details_json.empty()) {
-    auto d = nlohmann::json::parse(e.details_json, nullptr, false);
-    if (!d.is_discarded()) j["details"] = d;
-  }
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -43,6 +43,15 @@ const RuleType* RuleRegistry::Find(const std::string& name) const {
   return nullptr;
 }
 
+const RuleType* RuleRegistry::FindForId(const std::string& id) const {
+  const RuleType* best = nullptr;
+  for (const auto& t : types_) {
+    if (t.name == id) return &t;
+    if (id.rfind(t.name, 0) == 0 && (!best || t.name.size() > best->name.size())) best = &t;
+  }
+  return best;
+}
+
 std::vector<std::string> RuleRegistry::Names() const {
   std::vector<std::string> out;
   for (const auto& t : types_) out.push_back(t.name);

@@ -14,6 +14,7 @@ Result<std::unique_ptr<RuleRunner>> RuleRunner::Start(RuleRunnerOptions options)
   ActionDispatcherOptions ao;
   ao.clock = options.clock;
   ao.stop_training = options.stop_training;
+  ao.rollback = options.rollback;
   if (!ao.stop_training) {
     std::string dir = options.run_dir, by = options.requested_by;
     ao.stop_training = [dir, by](const RuleEventRecord& e) {

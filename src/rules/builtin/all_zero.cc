@@ -1,4 +1,5 @@
 // all_zero: fires when at least `threshold` % of a selected tensor's values are zero.
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/rule_util.h"
 
@@ -66,6 +67,14 @@ RuleType AllZeroRule() {
     auto sel = SelectorFromParams("all_zero", p, true);
     if (!sel.ok()) return sel.status();
     return std::unique_ptr<Rule>(new AllZero(sel.value(), p.Double("threshold")));
+  };
+  t.advice.title = "All-zero tensor";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = true;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    return advice::TensorList(e) +
+           " is entirely zero: check the data pipeline and that this layer is wired into "
+           "the model's forward pass.";
   };
   return t;
 }

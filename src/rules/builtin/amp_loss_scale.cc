@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/builtin/amp_scalars.h"
 #include "rules/builtin/builtin.h"
 #include "rules/rule_util.h"
@@ -110,6 +111,18 @@ RuleType AmpLossScaleRule() {
     return std::unique_ptr<Rule>(new AmpLossScale(p.Double("min_scale"),
                                                   p.Int("max_consecutive_skips"), p.Int("window"),
                                                   p.Double("max_skip_fraction")));
+  };
+  t.advice.title = "Mixed-precision loss scaling failing";
+  t.advice.severity = Severity::kCritical;
+  t.advice.stop_worthy = true;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    std::string s = "The GradScaler keeps finding inf/NaN gradients";
+    if (e.step >= 0) s += " (step " + std::to_string(e.step) + ")";
+    return s +
+           ", so it skips optimizer steps and shrinks the loss scale: those steps train "
+           "nothing. The overflow comes from the model, not the scale: lower the learning "
+           "rate, clip gradients after scaler.unscale_(optimizer), keep softmax/losses in "
+           "float32 under autocast, or train in bfloat16 (no scaler needed).";
   };
   return t;
 }

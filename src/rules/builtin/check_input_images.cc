@@ -3,6 +3,7 @@
 // mean differs from 0 by more than threshold_mean (inputs not normalised).
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/builtin/raw_rule.h"
 
@@ -111,6 +112,14 @@ RuleType CheckInputImagesRule() {
     }
     return std::unique_ptr<Rule>(new CheckInputImages(
         sel.value(), p.Double("threshold_mean"), p.Int("threshold_samples"), p.Int("channel")));
+  };
+  t.advice.title = "Input images not normalised";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements&) {
+    return std::string(
+        "Input images are not normalised (mean/std far from 0/1): add "
+        "transforms.Normalize(mean, std) with the dataset's statistics.");
   };
   return t;
 }

@@ -4,6 +4,7 @@
 // dimension than the labels (probabilities) are reduced with argmax; argmax=true forces it.
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/builtin/raw_rule.h"
 
@@ -142,6 +143,14 @@ RuleType ClassImbalanceRule() {
     return std::unique_ptr<Rule>(new ClassImbalance(
         l.value(), pr.value(), p.Double("threshold_imbalance"), p.Double("threshold_misprediction"),
         p.Int("samples"), p.Bool("argmax")));
+  };
+  t.advice.title = "Class imbalance";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements&) {
+    return std::string(
+        "Some classes are far rarer than others: use a WeightedRandomSampler or class "
+        "weights in the loss, and report per-class metrics.");
   };
   return t;
 }

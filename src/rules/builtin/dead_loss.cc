@@ -3,6 +3,7 @@
 #include <deque>
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/rule_util.h"
 
@@ -14,6 +15,8 @@ class DeadLoss : public Rule {
   DeadLoss(TensorSelector sel, int64_t num_steps, double rtol, double atol)
       : sel_(std::move(sel)), n_(static_cast<size_t>(num_steps)), rtol_(rtol), atol_(atol) {}
   std::vector<const TensorSelector*> Selectors() const override { return {&sel_}; }
+  // A firing judges the last num_steps saved values: the first of them was already bad.
+  int64_t LookbackSteps() const override { return static_cast<int64_t>(n_) - 1; }
 
   void OnStepData(const StepData& d, RuleContext& ctx) override {
     Evaluation e = EvalFor(d);
@@ -72,6 +75,15 @@ RuleType DeadLossRule() {
     }
     return std::unique_ptr<Rule>(
         new DeadLoss(sel.value(), p.Int("num_steps"), p.Double("rtol"), p.Double("atol")));
+  };
+  t.advice.title = "Loss stuck at a constant";
+  t.advice.severity = Severity::kCritical;
+  t.advice.stop_worthy = true;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements&) {
+    return std::string(
+        "The loss no longer changes: check that the optimizer holds the model's "
+        "parameters, that gradients are not zeroed after backward(), and that the learning "
+        "rate is not 0.");
   };
   return t;
 }

@@ -1,6 +1,7 @@
 // dead_relu: per ReLU output tensor (raw), a unit is dead when it is non-zero for fewer than
 // threshold_inactivity % of the batch's samples; fires when more than threshold_layer % of a
 // layer's units are dead.
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/builtin/raw_rule.h"
 
@@ -72,6 +73,14 @@ RuleType DeadReluRule() {
     if (!sel.ok()) return sel.status();
     return std::unique_ptr<Rule>(
         new DeadRelu(sel.value(), p.Double("threshold_inactivity"), p.Double("threshold_layer")));
+  };
+  t.advice.title = "Dead ReLUs";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = true;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    return "Most outputs of " + advice::TensorList(e) +
+           " are zero, so those units no longer learn. Lower the learning rate, use "
+           "LeakyReLU/GELU, or initialise with Kaiming (fan_in).";
   };
   return t;
 }

@@ -2,6 +2,7 @@
 // Gradients of a step a GradScaler skipped (amp/skipped) are not inspected: inf/NaN there is
 // how dynamic loss scaling finds its scale, and the optimizer never used them (amp_loss_scale
 // reports scaling that keeps failing).
+#include "rules/advice.h"
 #include "rules/builtin/amp_scalars.h"
 #include "rules/builtin/builtin.h"
 #include "rules/rule_util.h"
@@ -83,6 +84,16 @@ RuleType ExplodingTensorRule() {
     if (!sel.ok()) return sel.status();
     bool all = sel->empty();
     return std::unique_ptr<Rule>(new ExplodingTensor(sel.value(), all, p.Bool("only_nan")));
+  };
+  t.advice.title = "Exploding tensor (NaN/Inf)";
+  t.advice.severity = Severity::kCritical;
+  t.advice.stop_worthy = true;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    return advice::TensorList(e) +
+           " became huge or non-finite; everything after this step is wasted. Lower the "
+           "learning rate (try 10x smaller), clip gradients with "
+           "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), guard log/division in "
+           "the loss against 0, and use a GradScaler with fp16.";
   };
   return t;
 }

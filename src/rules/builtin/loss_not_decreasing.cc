@@ -10,6 +10,7 @@
 #include <map>
 #include <tuple>
 
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/rule_util.h"
 
@@ -32,6 +33,8 @@ class LossNotDecreasing : public Rule {
         window_(window),
         noise_(noise_percent / 100) {}
   std::vector<const TensorSelector*> Selectors() const override { return {&sel_}; }
+  // A firing compares against a baseline num_steps back: the loss was flat from there on.
+  int64_t LookbackSteps() const override { return num_steps_ - 1; }
 
   void OnStepData(const StepData& d, RuleContext& ctx) override {
     // Unset: TRAIN only. EVAL batches of one evaluation share the same weights, so their
@@ -215,6 +218,20 @@ RuleType LossNotDecreasingRule() {
     return std::unique_ptr<Rule>(new LossNotDecreasing(
         sel.value(), mode, p.Int("num_steps"), p.Double("diff_percent"),
         p.Double("increase_threshold_percent"), p.Int("window"), p.Double("noise_percent")));
+  };
+  t.advice.title = "Loss not decreasing";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = true;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements& m) {
+    std::string s = "The loss stopped improving";
+    if (e.step >= 0) s += " at step " + std::to_string(e.step);
+    if (m.steps > 0 && e.step >= 0 && m.steps > e.step) {
+      s += "; the remaining " + std::to_string(m.steps - e.step) + " steps changed little";
+    }
+    return s +
+           ". Lower the learning rate or add a scheduler (cosine / ReduceLROnPlateau), "
+           "check that the data is shuffled and the labels match the inputs, and let the "
+           "rule stop the job next time.";
   };
   return t;
 }

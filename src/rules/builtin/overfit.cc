@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/builtin/phases.h"
 
@@ -140,6 +141,15 @@ RuleType OverfitRule() {
     return std::unique_ptr<Rule>(new Overfit(
         sel.value(), p.Int("start_step"), p.Int("patience"), p.Double("ratio_threshold"),
         static_cast<size_t>(p.Int("window")), static_cast<size_t>(p.Int("trend_evaluations"))));
+  };
+  t.advice.title = "Overfitting";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = true;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    std::string at = e.step >= 0 ? " around step " + std::to_string(e.step) : "";
+    return "Validation loss rises while training loss falls. Keep the checkpoint from" + at +
+           " (likely the best model), stop earlier, and add regularisation: weight decay, "
+           "dropout, data augmentation, or more data.";
   };
   return t;
 }

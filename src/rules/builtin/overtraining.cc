@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/builtin/phases.h"
 
@@ -129,6 +130,15 @@ RuleType OvertrainingRule() {
     return std::unique_ptr<Rule>(new Overtraining(
         sel.value(), p.Int("patience_train"), p.Int("patience_validation"), p.Double("delta"),
         p.Double("delta_percent"), static_cast<size_t>(p.Int("window"))));
+  };
+  t.advice.title = "Overtraining";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = true;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    return std::string("The model stopped improving") +
+           (e.step >= 0 ? " at step " + std::to_string(e.step) : "") +
+           ": train for fewer steps or enable early stopping; the steps after that were "
+           "paid for without benefit.";
   };
   return t;
 }

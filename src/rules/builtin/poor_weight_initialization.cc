@@ -5,6 +5,7 @@
 //  (c) the loss has not decreased `patience` steps after the first loss.
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/rule_util.h"
 
@@ -142,6 +143,14 @@ RuleType PoorWeightInitializationRule() {
     return std::unique_ptr<Rule>(new PoorWeightInitialization(sel.value(), p.Double("threshold"),
                                                               p.Double("distribution_range"),
                                                               p.Int("patience"), p.Int("steps")));
+  };
+  t.advice.title = "Poor weight initialisation";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements&) {
+    return std::string(
+        "Activation/weight variance differs strongly between layers at the start: use "
+        "Kaiming initialisation for ReLU networks or Xavier for tanh/sigmoid.");
   };
   return t;
 }

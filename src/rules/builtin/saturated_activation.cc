@@ -2,6 +2,7 @@
 // input lies inside (min, max) for fewer than threshold_inactivity % of the samples; fires
 // when more than threshold_layer % of a layer's nodes are saturated. The bounds are chosen by
 // name: "tanh" -> threshold_tanh_*, "sigmoid" -> threshold_sigmoid_*.
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/builtin/raw_rule.h"
 
@@ -104,6 +105,14 @@ RuleType SaturatedActivationRule() {
         sel.value(), p.Double("threshold_tanh_min"), p.Double("threshold_tanh_max"),
         p.Double("threshold_sigmoid_min"), p.Double("threshold_sigmoid_max"),
         p.Double("threshold_inactivity"), p.Double("threshold_layer")));
+  };
+  t.advice.title = "Saturated activations";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    return advice::TensorList(e) +
+           " sits at the flat ends of tanh/sigmoid, where gradients vanish. Normalise the "
+           "layer inputs, lower the learning rate, or switch to ReLU-family activations.";
   };
   return t;
 }

@@ -1,5 +1,6 @@
 // stalled_training_loop: fires when no new tensor, scalar or step record has arrived for
 // `threshold` seconds (checked at every engine tick, i.e. every poll).
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/rule_util.h"
 
@@ -94,6 +95,15 @@ RuleType StalledTrainingLoopRule() {
     }
     return std::unique_ptr<Rule>(
         new StalledTrainingLoop(p.Double("threshold"), p.Bool("stop_training_on_fire")));
+  };
+  t.advice.title = "Training loop stalled";
+  t.advice.severity = Severity::kCritical;
+  t.advice.stop_worthy = true;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    return "No step finished for " + text::Fmt(e.value) +
+           " s. Look for a hung data-loader worker, a collective waiting on a dead rank, "
+           "or blocking I/O (py-spy dump --pid PID shows where it waits); set timeouts on "
+           "torch.distributed and on the DataLoader (timeout=...).";
   };
   return t;
 }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/builtin/dist_scalars.h"
 #include "rules/rule_util.h"
@@ -240,6 +241,15 @@ RuleType StragglerRule() {
     return std::unique_ptr<Rule>(new Straggler(p.Double("threshold"),
                                                static_cast<size_t>(p.Int("window")),
                                                p.Double("min_delay_ms") * 1000));
+  };
+  t.advice.title = "One rank holds the others up";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    // The message names the rank, its slow phase and the likely cause.
+    return e.message + ". Every rank of the job runs at that rank's speed: fixing it (or "
+           "moving its work to the others) speeds up the whole job by about the share of "
+           "step time the others wait (the per-rank table above).";
   };
   return t;
 }

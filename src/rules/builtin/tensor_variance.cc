@@ -1,5 +1,6 @@
 // tensor_variance: fires when a selected tensor's variance is above max_threshold or below
 // min_threshold (from its summary).
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/rule_util.h"
 
@@ -73,6 +74,13 @@ RuleType TensorVarianceRule() {
     }
     return std::unique_ptr<Rule>(
         new TensorVariance(sel.value(), p.Double("max_threshold"), p.Double("min_threshold")));
+  };
+  t.advice.title = "Tensor variance out of range";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    return "The variance of " + advice::TensorList(e) +
+           " left the expected range: normalise the inputs and check the learning rate.";
   };
   return t;
 }

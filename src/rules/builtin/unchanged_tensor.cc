@@ -6,6 +6,7 @@
 #include <map>
 #include <tuple>
 
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/builtin/raw_rule.h"
 
@@ -21,6 +22,8 @@ class UnchangedTensor : public Rule {
         atol_(atol),
         equal_nan_(equal_nan) {}
   std::vector<const TensorSelector*> Selectors() const override { return {&sel_}; }
+  // A firing judges the last num_steps saved values: the first of them was already unchanged.
+  int64_t LookbackSteps() const override { return static_cast<int64_t>(n_) - 1; }
 
   void OnStepData(const StepData& d, RuleContext& ctx) override {
     Evaluation e = EvalFor(d);
@@ -128,6 +131,14 @@ RuleType UnchangedTensorRule() {
     }
     return std::unique_ptr<Rule>(new UnchangedTensor(
         sel.value(), p.Int("num_steps"), p.Double("rtol"), p.Double("atol"), p.Bool("equal_nan")));
+  };
+  t.advice.title = "Tensor not changing";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = true;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    return advice::TensorList(e) +
+           " did not change between steps: it is frozen (requires_grad=False), missing "
+           "from the optimizer's parameter groups, or the learning rate is 0.";
   };
   return t;
 }

@@ -1,4 +1,5 @@
 // vanishing_gradient: fires when mean(|gradient|) of any gradient tensor is below `threshold`.
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/rule_util.h"
 
@@ -56,6 +57,16 @@ RuleType VanishingGradientRule() {
     auto sel = TensorSelector::Make({"gradients"}, "");
     if (!sel.ok()) return sel.status();
     return std::unique_ptr<Rule>(new VanishingGradient(p.Double("threshold"), sel.value()));
+  };
+  t.advice.title = "Vanishing gradient";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = true;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    return "Gradients of " + advice::TensorList(e) +
+           " are too small for the layers before them to learn. Add normalisation "
+           "(BatchNorm/LayerNorm) or residual connections, prefer ReLU/GELU over "
+           "sigmoid/tanh, initialise with Kaiming/Xavier, and check the learning rate is "
+           "not tiny.";
   };
   return t;
 }

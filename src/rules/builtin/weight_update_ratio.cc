@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "rules/advice.h"
 #include "rules/builtin/builtin.h"
 #include "rules/builtin/raw_rule.h"
 
@@ -18,6 +19,8 @@ class WeightUpdateRatio : public Rule {
     sel_.raw = true;
   }
   std::vector<const TensorSelector*> Selectors() const override { return {&sel_}; }
+  // With num_steps, a firing judges the update over num_steps steps.
+  int64_t LookbackSteps() const override { return num_steps_ > 0 ? num_steps_ - 1 : 0; }
 
   void OnStepData(const StepData& d, RuleContext& ctx) override {
     Evaluation e = EvalFor(d);
@@ -107,6 +110,16 @@ RuleType WeightUpdateRatioRule() {
     return std::unique_ptr<Rule>(new WeightUpdateRatio(
         sel.value(), p.IsSet("num_steps") ? p.Int("num_steps") : 0, p.Double("large_threshold"),
         p.Double("small_threshold"), p.Double("epsilon")));
+  };
+  t.advice.title = "Weight updates out of range";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements&) {
+    bool too_big = !std::isnan(e.value) && !std::isnan(e.threshold) && e.value > e.threshold;
+    return std::string("The size of weight updates relative to the weights is ") +
+           (too_big ? "too large: lower the learning rate or clip gradients."
+                    : "too small: the model barely moves; raise the learning rate or check "
+                      "that the parameters are in the optimizer.");
   };
   return t;
 }

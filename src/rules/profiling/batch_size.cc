@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/profiling/bottleneck.h"
 #include "rules/profiling/profiling.h"
 
@@ -101,6 +102,19 @@ RuleType BatchSizeRule() {
     if (Status st = CheckAtLeast("batch_size", p, "window", 1); !st.ok()) return st;
     if (Status st = CheckAtLeast("batch_size", p, "patience", 1); !st.ok()) return st;
     return std::unique_ptr<Rule>(new BatchSize(p));
+  };
+  t.advice.title = "Batch size too small";
+  t.advice.severity = Severity::kInfo;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements& m) {
+    std::string s = "GPU utilisation p95 " + text::Fixed(m.gpu_util_p95, 0) + "%";
+    if (m.gpu_mem_used_max_gb >= 0 && m.gpu_mem_total_gb > 0) {
+      s += " with " + text::Fixed(m.gpu_mem_used_max_gb, 1) + " of " +
+           text::Fixed(m.gpu_mem_total_gb, 0) + " GB GPU memory used";
+    }
+    return s +
+           ": the GPU has room for more work. Double the batch size (and scale the "
+           "learning rate), or move to a smaller instance (see Cost).";
   };
   return t;
 }

@@ -1,5 +1,6 @@
 // cpu_bottleneck (SageMaker CPUBottleneck): a GPU the training uses below gpu_threshold % while
 // a CPU core is above cpu_threshold %, in more than threshold % of the samples.
+#include "rules/advice.h"
 #include "rules/profiling/bottleneck.h"
 #include "rules/profiling/profiling.h"
 
@@ -23,6 +24,17 @@ RuleType CpuBottleneckRule() {
     }
     if (Status st = CheckAtLeast("cpu_bottleneck", p, "patience", 1); !st.ok()) return st;
     return std::unique_ptr<Rule>(new BottleneckRule(BottleneckRule::Kind::kCpu, p));
+  };
+  t.advice.title = "CPU bottleneck";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements& m) {
+    std::string ev = advice::WaitEvidence(m);
+    std::string s = ev.empty() ? "The CPU cannot feed the GPU" : advice::Cap(ev);
+    if (m.cpu_util_p95 >= 0) s += "; CPU p95 " + text::Fixed(m.cpu_util_p95, 0) + "%";
+    return s + ": " + advice::LoaderFix(m) +
+           ", and move augmentation to the GPU or precompute it. A bigger GPU would not "
+           "help.";
   };
   return t;
 }

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/profiling/bottleneck.h"
 #include "rules/profiling/profiling.h"
 
@@ -146,6 +147,14 @@ RuleType DataloaderRule() {
     if (Status st = CheckAtLeast("dataloader", p, "window", 1); !st.ok()) return st;
     if (Status st = CheckAtLeast("dataloader", p, "patience", 0); !st.ok()) return st;
     return std::unique_ptr<Rule>(new Dataloader(p));
+  };
+  t.advice.title = "Data loader too slow";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements& m) {
+    std::string ev = advice::WaitEvidence(m);
+    return (ev.empty() ? std::string("The data loader cannot keep up") : advice::Cap(ev)) + ": " +
+           advice::LoaderFix(m) + ".";
   };
   return t;
 }

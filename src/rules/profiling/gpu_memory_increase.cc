@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/profiling/bottleneck.h"
 #include "rules/profiling/profiling.h"
 
@@ -85,6 +86,19 @@ RuleType GpuMemoryIncreaseRule() {
     if (Status st = CheckAtLeast("gpu_memory_increase", p, "window", 1); !st.ok()) return st;
     if (Status st = CheckAtLeast("gpu_memory_increase", p, "patience", 1); !st.ok()) return st;
     return std::unique_ptr<Rule>(new GpuMemoryIncrease(p));
+  };
+  t.advice.title = "GPU memory growing";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements& m) {
+    std::string s = "GPU memory keeps growing";
+    if (m.gpu_mem_used_max_gb >= 0 && m.gpu_mem_total_gb > 0) {
+      s += " (peak " + text::Fixed(m.gpu_mem_used_max_gb, 1) + " of " +
+           text::Fixed(m.gpu_mem_total_gb, 0) + " GB)";
+    }
+    return s +
+           ": a tensor is kept across steps. Log loss.item() rather than the loss tensor, "
+           "detach() what you store, and clear lists of outputs each epoch.";
   };
   return t;
 }

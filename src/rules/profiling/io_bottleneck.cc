@@ -1,5 +1,6 @@
 // io_bottleneck (SageMaker IOBottleneck): a GPU the training uses below gpu_threshold % while
 // I/O wait (cpu.iowait) is above io_threshold %, in more than threshold % of the samples.
+#include "rules/advice.h"
 #include "rules/profiling/bottleneck.h"
 #include "rules/profiling/profiling.h"
 
@@ -23,6 +24,16 @@ RuleType IoBottleneckRule() {
     }
     if (Status st = CheckAtLeast("io_bottleneck", p, "patience", 1); !st.ok()) return st;
     return std::unique_ptr<Rule>(new BottleneckRule(BottleneckRule::Kind::kIo, p));
+  };
+  t.advice.title = "I/O bottleneck";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements& m) {
+    std::string ev = advice::WaitEvidence(m);
+    return (ev.empty() ? std::string("The GPU waits on storage") : advice::Cap(ev)) +
+           ": copy the dataset to local SSD or RAM, read larger shards "
+           "(WebDataset/tar, TFRecord) instead of many small files, and raise "
+           "prefetch_factor.";
   };
   return t;
 }

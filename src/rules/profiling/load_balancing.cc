@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/profiling/bottleneck.h"
 #include "rules/profiling/profiling.h"
 
@@ -153,6 +154,15 @@ RuleType LoadBalancingRule() {
     if (Status st = CheckAtLeast("load_balancing", p, "window", 1); !st.ok()) return st;
     if (Status st = CheckAtLeast("load_balancing", p, "patience", 1); !st.ok()) return st;
     return std::unique_ptr<Rule>(new LoadBalancing(p));
+  };
+  t.advice.title = "Unbalanced GPUs";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements&) {
+    return std::string(
+        "GPUs are loaded unevenly: use a DistributedSampler with equal shards, keep "
+        "logging/evaluation off the critical path of rank 0, and check that every GPU gets "
+        "the same batch size.");
   };
   return t;
 }

@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 
+#include "rules/advice.h"
 #include "rules/profiling/bottleneck.h"
 #include "rules/profiling/profiling.h"
 
@@ -102,6 +103,20 @@ RuleType LowGpuUtilizationRule() {
     if (Status st = CheckAtLeast("low_gpu_utilization", p, "window", 1); !st.ok()) return st;
     if (Status st = CheckAtLeast("low_gpu_utilization", p, "patience", 1); !st.ok()) return st;
     return std::unique_ptr<Rule>(new LowGpuUtilization(p));
+  };
+  t.advice.title = "Low GPU utilisation";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements& m) {
+    std::string s = "GPU utilisation p95 " + text::Fixed(m.gpu_util_p95, 0) + "%";
+    if (m.gpu_idle_share >= 0) s += ", idle " + text::Percent(m.gpu_idle_share) + " of the time";
+    if (m.data_wait_share >= 0.2) {
+      return s + ". The data loader is the cause (" + text::Percent(m.data_wait_share) +
+             " of each step waits for data): " + advice::LoaderFix(m) + ".";
+    }
+    return s +
+           ". The GPU has spare capacity: increase the batch size (scale the learning rate "
+           "with it) or use a smaller/cheaper GPU (see Cost).";
   };
   return t;
 }

@@ -3,6 +3,7 @@
 // system sample (the monitor starts with the training) or, without samples, the engine's first
 // tick; while no step has arrived the elapsed time is measured to the newest sample (or the
 // engine's clock without samples), so replaying an old run does not count today's date.
+#include "rules/advice.h"
 #include "rules/profiling/bottleneck.h"
 #include "rules/profiling/profiling.h"
 
@@ -125,6 +126,14 @@ RuleType MaxInitializationTimeRule() {
       return Status::InvalidArgument("rule max_initialization_time: threshold must be > 0");
     }
     return std::unique_ptr<Rule>(new MaxInitializationTime(p.Double("threshold")));
+  };
+  t.advice.title = "Slow initialisation";
+  t.advice.severity = Severity::kWarning;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord&, const Measurements&) {
+    return std::string(
+        "Training took long to reach its first step: cache the preprocessed dataset, load "
+        "weights from local disk, and avoid scanning the whole dataset at start-up.");
   };
   return t;
 }

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "rules/advice.h"
 #include "rules/profiling/bottleneck.h"
 #include "rules/profiling/profiling.h"
 
@@ -141,6 +142,16 @@ RuleType StepOutlierRule() {
       }
     }
     return std::unique_ptr<Rule>(new StepOutlier(p.Double("stddev"), mode, p.Int("n_outliers")));
+  };
+  t.advice.title = "Step-time outliers";
+  t.advice.severity = Severity::kInfo;
+  t.advice.stop_worthy = false;
+  t.advice.advise = [](const RuleEventRecord& e, const Measurements& m) {
+    std::string s = "Some steps took far longer than the median";
+    if (m.step_time_p50_ms > 0) s += " (" + text::Fixed(m.step_time_p50_ms, 0) + " ms)";
+    return s +
+           ": check what runs at those steps (checkpoints, evaluation, garbage collection, "
+           "new data shards, host syncs such as .item() or print of a GPU tensor).";
   };
   return t;
 }
