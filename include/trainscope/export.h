@@ -18,11 +18,14 @@
 
 namespace trainscope {
 
+class Env;  // src/util/env.h (internal): every Env* here, nullptr for Env::Default()
+
 struct TensorBoardExportOptions {
   bool overwrite = false;      // replace event files an earlier export left in OUT_DIR/<stream>
   bool system_metrics = true;  // also export system samples (monitor streams) as scalars
   std::string host;            // host part of the file name ("" = this machine's hostname)
   int64_t file_time_s = -1;    // seconds part of the file name (-1 = now)
+  Env* env = nullptr;          // reads the run and writes OUT_DIR through it
 };
 
 // Writes OUT_DIR/<stream>/events.out.tfevents.<secs>.<host>.<pid>.<n>, one file per worker
@@ -37,10 +40,12 @@ Result<std::vector<std::string>> ExportTensorBoard(const std::string& run_dir,
 // Writes one Chrome trace JSON file: every StepRecord as a complete ("X") event with its phases
 // nested below it, rule events and run events as instant events, one process per worker, and
 // the events of RUN/profile/trace-<worker>.json (torch.profiler output) merged in.
-Status ExportChromeTrace(const std::string& run_dir, const std::string& out_file);
+Status ExportChromeTrace(const std::string& run_dir, const std::string& out_file,
+                         Env* env = nullptr);
 
 // Writes OUT_DIR/{scalars,summaries,system,steps}.csv. Returns the files written.
-Result<std::vector<std::string>> ExportCsv(const std::string& run_dir, const std::string& out_dir);
+Result<std::vector<std::string>> ExportCsv(const std::string& run_dir, const std::string& out_dir,
+                                           Env* env = nullptr);
 
 // ---- One interface for every format ------------------------------------------------------------
 // An export format (like Kineto's ActivityLogger back ends): `trainscope export` and any other
@@ -50,6 +55,7 @@ Result<std::vector<std::string>> ExportCsv(const std::string& run_dir, const std
 struct ExportOptions {
   bool overwrite = false;      // replace what an earlier export left (formats that append)
   bool system_metrics = true;  // include system samples (formats that can leave them out)
+  Env* env = nullptr;          // reads the run and writes OUT through it
 };
 
 class Exporter {

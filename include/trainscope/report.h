@@ -89,13 +89,15 @@ struct RunData {
 };
 
 // Reads RUN (manifest, every stream, RUN/profile/*). Fails only when RUN is not a readable run.
-Result<RunData> LoadRunData(const std::string& run_dir);
+// `env`: nullptr for Env::Default() (src/util/env.h); every file is read through it.
+Result<RunData> LoadRunData(const std::string& run_dir, Env* env = nullptr);
 
 // ---- Stacks of a hung run (RUN/stacks/<worker>-<ms>.txt, python/trainscope/_stacks.py) -------
 
 // Every capture in RUN/stacks, ordered by worker then time; latest_only keeps the newest per
 // worker. Unreadable or half-written files are skipped.
-std::vector<StackCapture> LoadStacks(const std::string& run_dir, bool latest_only);
+std::vector<StackCapture> LoadStacks(const std::string& run_dir, bool latest_only,
+                                     Env* env = nullptr);
 
 // ---- Instances and prices --------------------------------------------------------------------
 
@@ -120,7 +122,7 @@ struct InstanceCatalog {
 
 Result<InstanceCatalog> ParseInstanceCatalog(const std::string& json);
 // Reads data/instances.json: $TRAINSCOPE_INSTANCES, else the copy embedded at build time.
-Result<InstanceCatalog> LoadInstanceCatalog();
+Result<InstanceCatalog> LoadInstanceCatalog(Env* env = nullptr);
 
 // ---- Analysis --------------------------------------------------------------------------------
 
@@ -298,7 +300,7 @@ struct HistoryEntry {
   std::string summary_json;  // SummaryJson() of the run
 };
 
-HistoryEntry HistoryEntryFrom(const RunAnalysis& a);
+HistoryEntry HistoryEntryFrom(const RunAnalysis& a, Env* env = nullptr);
 
 struct HistoryFilter {
   std::string name;      // substring
@@ -314,7 +316,9 @@ std::string DefaultHistoryPath();
 class HistoryDb {
  public:
   // Opens (creating directories, file and schema as needed) in WAL mode with a busy timeout.
-  static Result<std::unique_ptr<HistoryDb>> Open(const std::string& path);
+  // The database file is SQLite's own (it opens and locks it itself); only its directory is
+  // made through `env` (nullptr: Env::Default()), which also resolves paths for Find().
+  static Result<std::unique_ptr<HistoryDb>> Open(const std::string& path, Env* env = nullptr);
   ~HistoryDb();
   // Inserts or replaces the entry with the same id. Retries on SQLITE_BUSY/LOCKED.
   Status Record(const HistoryEntry& e);
@@ -331,11 +335,13 @@ class HistoryDb {
 // For the lead, at run end: analyses RUN (price from --instance in the manifest's config_json
 // "instance_type"/"price_per_hour" when present) and records it in the history database
 // (history_path "" = DefaultHistoryPath()). Never writes the HTML.
-Status RecordRunInHistory(const std::string& run_dir, const std::string& history_path = "");
+Status RecordRunInHistory(const std::string& run_dir, const std::string& history_path = "",
+                          Env* env = nullptr);
 
 // A run named on the command line: a run directory (analysed now, price from its configuration)
 // or a key of the history database (id, id prefix, name, path).
-Result<HistoryEntry> LookupRun(const std::string& key, const std::string& history_path = "");
+Result<HistoryEntry> LookupRun(const std::string& key, const std::string& history_path = "",
+                               Env* env = nullptr);
 
 // Side-by-side comparison of two runs (from their summary_json): one row per metric and the
 // notable changes in plain words ("step time p50 fell 38% (160 → 99 ms)").

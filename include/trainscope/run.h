@@ -17,6 +17,8 @@
 
 namespace trainscope {
 
+class Env;  // src/util/env.h (internal); every `Env* env = nullptr` below means Env::Default()
+
 constexpr int kRunSchemaVersion = 1;
 // Readers refuse a larger run.json (an id, a command line and a configuration fit easily).
 constexpr uint64_t kMaxManifestBytes = 16u << 20;
@@ -36,8 +38,8 @@ struct RunManifest {
 // Creates RUN/ and writes run.json if it does not exist yet (atomically). If run.json already
 // exists (another process of the same run created it — e.g. `trainscope run` before the
 // hook), it is left as is and read back into *manifest. Fills id/host/pid/start_us when empty.
-Status CreateOrOpenRun(const std::string& run_dir, RunManifest* manifest);
-Result<RunManifest> ReadManifest(const std::string& run_dir);
+Status CreateOrOpenRun(const std::string& run_dir, RunManifest* manifest, Env* env = nullptr);
+Result<RunManifest> ReadManifest(const std::string& run_dir, Env* env = nullptr);
 std::string ManifestToJson(const RunManifest& m);
 Result<RunManifest> ManifestFromJson(const std::string& json);
 
@@ -49,15 +51,16 @@ Result<RunManifest> ManifestFromJson(const std::string& json);
 // the file, and a malformed request must neither stop a training nor break the one reading it.
 // StopRequested: a well-formed request exists.
 Status RequestStop(const std::string& run_dir, const std::string& reason,
-                   const std::string& requested_by);
-Status ReadStopRequest(const std::string& run_dir, std::string* reason);
-bool StopRequested(const std::string& run_dir, std::string* reason = nullptr);
+                   const std::string& requested_by, Env* env = nullptr);
+Status ReadStopRequest(const std::string& run_dir, std::string* reason, Env* env = nullptr);
+bool StopRequested(const std::string& run_dir, std::string* reason = nullptr, Env* env = nullptr);
 
 // RequestStacks writes RUN/control/stacks.json atomically: every running hook of the run
 // captures its Python stacks (all threads) into RUN/stacks/<worker>-<ms>.txt within about
 // 0.5 s (python/trainscope/_stacks.py; docs/distributed.md). *id (optional) gets the
 // request's id: "<wall_us>-<requested_by>-<pid>".
 Status RequestStacks(const std::string& run_dir, const std::string& reason,
-                     const std::string& requested_by, std::string* id = nullptr);
+                     const std::string& requested_by, std::string* id = nullptr,
+                     Env* env = nullptr);
 
 }  // namespace trainscope

@@ -27,6 +27,8 @@
 
 namespace trainscope {
 
+class Env;  // src/util/env.h (internal)
+
 class RunReader;
 
 // ---- Prometheus text exposition -----------------------------------------------------------------
@@ -102,6 +104,7 @@ struct DashboardOptions {
   int max_connections = 1024;            // open connections in total (docs/dashboard.md)
   int max_connections_per_client = 256;  // open connections from one client address
   int64_t refresh_interval_ms = 250;  // a run is re-read at most this often
+  Env* env = nullptr;  // runs, static files and stop requests go through it (nullptr: default)
 };
 
 class DashboardServer {

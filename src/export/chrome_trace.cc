@@ -2,7 +2,6 @@
 // rule/run events as instants, system metrics as counters, and the torch.profiler window merged
 // from RUN/profile/*.json. Perfetto and chrome://tracing open the result.
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -65,10 +64,10 @@ void AddSteps(const std::vector<StepRecord>& steps, int64_t pid, json* events) {
 
 // Reads one torch.profiler / Kineto trace. Returns its events (ts shifted to epoch µs when the
 // file says where its clock starts, or when it is relative and we know the window's start).
-Status ReadProfile(const std::string& path, int64_t window_start_us, json* out) {
+Status ReadProfile(Env* env, const std::string& path, int64_t window_start_us, json* out) {
   std::string text;
   // Non-blocking, regular files only, bounded (a torch.profiler trace of a window: megabytes).
-  TS_RETURN_IF_ERROR(Env::Default()->ReadFile(path, &text, kMaxTraceFileBytes));
+  TS_RETURN_IF_ERROR(env->ReadFile(path, &text, kMaxTraceFileBytes));
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) return Status::Corruption(path + " is not JSON");
   json evs = j.is_array() ? j : j.value("traceEvents", json::array());
@@ -110,8 +109,9 @@ int64_t ProfileWindowStart(const std::vector<EventRecord>& events) {
 
 }  // namespace
 
-Status ExportChromeTrace(const std::string& run_dir, const std::string& out_file) {
-  auto reader = RunReader::Open(run_dir);
+Status ExportChromeTrace(const std::string& run_dir, const std::string& out_file, Env* env) {
+  if (!env) env = Env::Default();
+  auto reader = RunReader::Open(run_dir, nullptr, env);
   if (!reader.ok()) return reader.status();
   RunReader& r = **reader;
   const std::vector<EventRecord> run_events = r.Events();
@@ -119,21 +119,18 @@ Status ExportChromeTrace(const std::string& run_dir, const std::string& out_file
   // Profiler traces first, so our own pids can avoid theirs.
   json profile_events = json::array();
   int64_t max_pid = 0;
-  namespace fs = std::filesystem;
-  std::error_code ec;
   std::vector<std::string> profiles;
   const std::string profile_dir = JoinPath(run_dir, schema::kProfileDir);
-  if (fs::is_directory(profile_dir, ec)) {
-    for (const auto& e : fs::directory_iterator(profile_dir, ec)) {
-      const std::string name = e.path().filename().string();
-      if (schema::ParseProfileFileName(name)) profiles.push_back(e.path().string());
+  if (auto names = env->ListDir(profile_dir); names.ok()) {
+    for (const std::string& name : *names) {
+      if (schema::ParseProfileFileName(name)) profiles.push_back(JoinPath(profile_dir, name));
     }
   }
   std::sort(profiles.begin(), profiles.end());
   const int64_t window_start = ProfileWindowStart(run_events);
   for (const auto& p : profiles) {
     json evs;
-    Status st = ReadProfile(p, window_start, &evs);
+    Status st = ReadProfile(env, p, window_start, &evs);
     if (st.code() == Status::Code::kIOError) {  // not a regular file, too large, unreadable
       Log(LogLevel::kWarning, st.message() + "; profile left out of the trace");
       continue;
@@ -208,7 +205,7 @@ Status ExportChromeTrace(const std::string& run_dir, const std::string& out_file
                 {"run", r.manifest().name},
                 {"run_id", r.manifest().id},
                 {"profiles", profiles}}}};
-  return export_util::WriteFile(out_file,
+  return env->WriteFileAtomicCreatingDirs(out_file,
                                 doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
@@ -223,8 +220,8 @@ class ChromeTrace final : public Exporter {
            "Open in https://ui.perfetto.dev or chrome://tracing.";
   }
   Result<std::vector<std::string>> Export(const std::string& run_dir, const std::string& out,
-                                          const ExportOptions&) const override {
-    TS_RETURN_IF_ERROR(ExportChromeTrace(run_dir, out));
+                                          const ExportOptions& o) const override {
+    TS_RETURN_IF_ERROR(ExportChromeTrace(run_dir, out, o.env));
     return std::vector<std::string>{out};
   }
 };

@@ -90,8 +90,10 @@ std::string Steps(const RunReader& r) {
 
 }  // namespace
 
-Result<std::vector<std::string>> ExportCsv(const std::string& run_dir, const std::string& out_dir) {
-  auto reader = RunReader::Open(run_dir);
+Result<std::vector<std::string>> ExportCsv(const std::string& run_dir, const std::string& out_dir,
+                                           Env* env) {
+  if (!env) env = Env::Default();
+  auto reader = RunReader::Open(run_dir, nullptr, env);
   if (!reader.ok()) return reader.status();
   const RunReader& r = **reader;
   const std::pair<const char*, std::string> files[] = {{"scalars.csv", Scalars(r)},
@@ -101,7 +103,7 @@ Result<std::vector<std::string>> ExportCsv(const std::string& run_dir, const std
   std::vector<std::string> written;
   for (const auto& [name, text] : files) {
     std::string path = JoinPath(out_dir, name);
-    TS_RETURN_IF_ERROR(export_util::WriteFile(path, text));
+    TS_RETURN_IF_ERROR(env->WriteFileAtomicCreatingDirs(path, text));
     written.push_back(path);
   }
   return written;
@@ -116,8 +118,8 @@ class Csv final : public Exporter {
     return "OUT_DIR/scalars.csv, summaries.csv, system.csv (long format), steps.csv.";
   }
   Result<std::vector<std::string>> Export(const std::string& run_dir, const std::string& out,
-                                          const ExportOptions&) const override {
-    return ExportCsv(run_dir, out);
+                                          const ExportOptions& o) const override {
+    return ExportCsv(run_dir, out, o.env);
   }
 };
 }  // namespace

@@ -1,38 +1,10 @@
 #include "export/export_util.h"
 
-#include <unistd.h>
-
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 namespace trainscope::export_util {
-
-Status WriteFile(const std::string& path, std::string_view contents) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path p(path);
-  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  if (ec) return Status::IOError("cannot create " + p.parent_path().string() + ": " + ec.message());
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.flush();
-    if (!out) {
-      fs::remove(tmp, ec);
-      return Status::IOError("cannot write " + tmp);
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return Status::IOError("cannot rename " + tmp + " to " + path);
-  }
-  return Status::OK();
-}
 
 std::string CsvField(std::string_view s) {
   if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
@@ -60,12 +32,6 @@ std::string Seconds(int64_t us) {
   std::snprintf(buf, sizeof(buf), "%s%llu.%06llu", sign,
                 static_cast<unsigned long long>(a / 1000000),
                 static_cast<unsigned long long>(a % 1000000));
-  return buf;
-}
-
-std::string HostName() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == 0) return "localhost";
   return buf;
 }
 

@@ -1,4 +1,5 @@
-// Small helpers shared by the exporters: atomic file writes, CSV fields, number formatting.
+// Small helpers shared by the exporters: CSV fields, number formatting. Files are written with
+// Env::WriteFileAtomicCreatingDirs (temp file, sync, rename, directory sync).
 #pragma once
 
 #include <cstdint>
@@ -9,14 +10,11 @@
 
 namespace trainscope::export_util {
 
-// Writes `contents` to `path` via a temp file + rename, creating parent directories.
-Status WriteFile(const std::string& path, std::string_view contents);
 // A CSV field: quoted (with "" for ") when it holds a comma, quote, CR or LF.
 std::string CsvField(std::string_view s);
 // Shortest round-trip text for a double ("nan", "inf", "-inf" for non-finite values).
 std::string Num(double v);
 // Seconds with microsecond precision: 1700000000.123456.
 std::string Seconds(int64_t us);
-std::string HostName();
 
 }  // namespace trainscope::export_util

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <filesystem>
 #include <limits>
 
 #include "export/export_util.h"
@@ -154,35 +153,31 @@ std::string SafeFilePart(std::string s) {
   return s.empty() ? "localhost" : s;
 }
 
-bool HasEventFiles(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return false;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().filename().string().find("tfevents") != std::string::npos) return true;
+bool HasEventFiles(Env* env, const std::string& dir) {
+  if (!env->IsDirectory(dir)) return false;
+  auto names = env->ListDir(dir);
+  if (!names.ok()) return false;
+  for (const std::string& name : *names) {
+    if (name.find("tfevents") != std::string::npos) return true;
   }
   return false;
 }
 
-Status RemoveEventFiles(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return Status::OK();
-  std::vector<fs::path> victims;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0) {
-      victims.push_back(e.path());
-    }
-  }
-  for (const auto& p : victims) {
-    if (!fs::remove(p, ec) || ec) return Status::IOError("cannot remove " + p.string());
+Status RemoveEventFiles(Env* env, const std::string& dir) {
+  if (!env->IsDirectory(dir)) return Status::OK();
+  auto names = env->ListDir(dir);
+  if (!names.ok()) return Status::OK();
+  for (const std::string& name : *names) {
+    if (name.rfind("events.out.tfevents.", 0) != 0) continue;
+    const std::string p = JoinPath(dir, name);
+    if (!env->RemoveFile(p).ok()) return Status::IOError("cannot remove " + p);
   }
   return Status::OK();
 }
 
 std::atomic<int> g_file_counter{0};
 
-Status WriteEventsFile(const std::string& dir, const TensorBoardExportOptions& o,
+Status WriteEventsFile(Env* env, const std::string& dir, const TensorBoardExportOptions& o,
                        std::vector<PendingEvent> events, std::vector<std::string>* written) {
   std::stable_sort(events.begin(), events.end(), [](const PendingEvent& a, const PendingEvent& b) {
     return a.step != b.step ? a.step < b.step : a.wall_us < b.wall_us;
@@ -191,14 +186,14 @@ Status WriteEventsFile(const std::string& dir, const TensorBoardExportOptions& o
   char name[64];
   std::snprintf(name, sizeof(name), "events.out.tfevents.%010lld.", static_cast<long long>(secs));
   std::string file = std::string(name) +
-                     SafeFilePart(o.host.empty() ? export_util::HostName() : o.host) + "." +
+                     SafeFilePart(o.host.empty() ? env->HostName() : o.host) + "." +
                      std::to_string(::getpid()) + "." + std::to_string(g_file_counter++);
   std::string out;
   double first_wall = events.empty() ? static_cast<double>(secs) : events.front().wall_us / 1e6;
   out += tfevents::FrameRecord(tfevents::FileVersionEvent(first_wall));
   for (const auto& e : events) out += tfevents::FrameRecord(e.event);
   std::string path = JoinPath(dir, file);
-  TS_RETURN_IF_ERROR(export_util::WriteFile(path, out));
+  TS_RETURN_IF_ERROR(env->WriteFileAtomicCreatingDirs(path, out));
   written->push_back(path);
   return Status::OK();
 }
@@ -208,7 +203,8 @@ Status WriteEventsFile(const std::string& dir, const TensorBoardExportOptions& o
 Result<std::vector<std::string>> ExportTensorBoard(const std::string& run_dir,
                                                    const std::string& out_dir,
                                                    const TensorBoardExportOptions& options) {
-  auto reader = RunReader::Open(run_dir);
+  Env* env = options.env ? options.env : Env::Default();
+  auto reader = RunReader::Open(run_dir, nullptr, env);
   if (!reader.ok()) return reader.status();
   RunReader& r = **reader;
   const std::vector<std::string> workers = r.Workers();
@@ -246,13 +242,13 @@ Result<std::vector<std::string>> ExportTensorBoard(const std::string& run_dir,
     }
     if (events.empty() && !is_worker) continue;
     const std::string dir = JoinPath(out_dir, stream);
-    if (HasEventFiles(dir)) {
+    if (HasEventFiles(env, dir)) {
       if (!options.overwrite) {
         return Status::AlreadyExists(dir + " already holds event files (use --overwrite)");
       }
-      TS_RETURN_IF_ERROR(RemoveEventFiles(dir));
+      TS_RETURN_IF_ERROR(RemoveEventFiles(env, dir));
     }
-    TS_RETURN_IF_ERROR(WriteEventsFile(dir, options, std::move(events), &written));
+    TS_RETURN_IF_ERROR(WriteEventsFile(env, dir, options, std::move(events), &written));
   }
   if (written.empty()) return Status::NotFound(run_dir + " has no worker streams to export");
   return written;
@@ -275,6 +271,7 @@ class TensorBoard final : public Exporter {
     TensorBoardExportOptions tb;
     tb.overwrite = o.overwrite;
     tb.system_metrics = o.system_metrics;
+    tb.env = o.env;
     return ExportTensorBoard(run_dir, out, tb);
   }
 };

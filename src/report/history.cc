@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "report/internal.h"
+#include "util/env.h"
 
 namespace trainscope {
 namespace {
@@ -78,6 +78,7 @@ std::string Text(sqlite3_stmt* st, int i) {
 struct HistoryDb::Impl {
   sqlite3* db = nullptr;
   std::string path;
+  Env* env = nullptr;
   ~Impl() {
     if (db) sqlite3_close(db);
   }
@@ -103,24 +104,20 @@ HistoryDb::HistoryDb(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HistoryDb::~HistoryDb() = default;
 
 std::string DefaultHistoryPath() {
-  namespace fs = std::filesystem;
-  if (const char* h = std::getenv("TRAINSCOPE_HOME"); h && *h)
-    return (fs::path(h) / "history.db").string();
+  if (const char* h = std::getenv("TRAINSCOPE_HOME"); h && *h) return JoinPath(h, "history.db");
   if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) {
-    return (fs::path(x) / "trainscope" / "history.db").string();
+    return JoinPath(JoinPath(x, "trainscope"), "history.db");
   }
   const char* home = std::getenv("HOME");
-  return (fs::path(home && *home ? home : ".") / ".local" / "share" / "trainscope" / "history.db")
-      .string();
+  return JoinPath(home && *home ? home : ".", ".local/share/trainscope/history.db");
 }
 
-Result<std::unique_ptr<HistoryDb>> HistoryDb::Open(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
+Result<std::unique_ptr<HistoryDb>> HistoryDb::Open(const std::string& path, Env* env) {
+  if (!env) env = Env::Default();
+  if (path.find('/') != std::string::npos) (void)env->CreateDirs(DirName(path));
   auto impl = std::make_unique<Impl>();
   impl->path = path;
+  impl->env = env;
   int rc =
       sqlite3_open_v2(path.c_str(), &impl->db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
@@ -227,9 +224,7 @@ Result<std::vector<HistoryEntry>> HistoryDb::List(const HistoryFilter& f) {
 Result<HistoryEntry> HistoryDb::Find(const std::string& key) {
   auto all = List();
   if (!all.ok()) return all.status();
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  std::string abs = fs::weakly_canonical(fs::absolute(key, ec), ec).string();
+  std::string abs = impl_->env->NormalPath(key);
   const HistoryEntry* prefix = nullptr;
   int prefix_matches = 0;
   for (const auto& e : *all) {
@@ -247,13 +242,12 @@ Result<HistoryEntry> HistoryDb::Find(const std::string& key) {
   return Status::NotFound("no run '" + key + "' in the history (" + impl_->path + ")");
 }
 
-HistoryEntry HistoryEntryFrom(const RunAnalysis& a) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
+HistoryEntry HistoryEntryFrom(const RunAnalysis& a, Env* env) {
+  if (!env) env = Env::Default();
   HistoryEntry e;
   e.id = a.id.empty() ? a.run_dir : a.id;
   e.name = a.name;
-  e.path = a.run_dir.empty() ? "" : fs::weakly_canonical(fs::absolute(a.run_dir, ec), ec).string();
+  e.path = a.run_dir.empty() ? "" : env->NormalPath(a.run_dir);
   e.command = a.command;
   e.start_us = a.start_us;
   e.end_us = a.end_us;
@@ -284,34 +278,35 @@ std::vector<std::pair<std::string, int>> RecurringRules(const std::vector<Histor
   return out;
 }
 
-Status RecordRunInHistory(const std::string& run_dir, const std::string& history_path) {
-  auto data = LoadRunData(run_dir);
+Status RecordRunInHistory(const std::string& run_dir, const std::string& history_path,
+                          Env* env) {
+  auto data = LoadRunData(run_dir, env);
   if (!data.ok()) return data.status();
-  auto catalog = LoadInstanceCatalog();
+  auto catalog = LoadInstanceCatalog(env);
   auto cost = ResolveCost(data->manifest, 0, "", catalog.ok() ? &*catalog : nullptr);
   if (!cost.ok()) return cost.status();
   RunAnalysis a = Analyze(*data, *cost);
-  auto db = HistoryDb::Open(history_path.empty() ? DefaultHistoryPath() : history_path);
+  auto db = HistoryDb::Open(history_path.empty() ? DefaultHistoryPath() : history_path, env);
   if (!db.ok()) return db.status();
-  return (*db)->Record(HistoryEntryFrom(a));
+  return (*db)->Record(HistoryEntryFrom(a, env));
 }
 
 }  // namespace trainscope
 
 namespace trainscope {
 
-Result<HistoryEntry> LookupRun(const std::string& key, const std::string& history_path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(key, ec) && fs::exists(fs::path(key) / schema::kManifestFile, ec)) {
-    auto data = LoadRunData(key);
+Result<HistoryEntry> LookupRun(const std::string& key, const std::string& history_path,
+                               Env* env) {
+  if (!env) env = Env::Default();
+  if (env->IsDirectory(key) && env->FileExists(JoinPath(key, schema::kManifestFile))) {
+    auto data = LoadRunData(key, env);
     if (!data.ok()) return data.status();
-    auto catalog = LoadInstanceCatalog();
+    auto catalog = LoadInstanceCatalog(env);
     auto cost = ResolveCost(data->manifest, 0, "", catalog.ok() ? &*catalog : nullptr);
     if (!cost.ok()) return cost.status();
-    return HistoryEntryFrom(Analyze(*data, *cost));
+    return HistoryEntryFrom(Analyze(*data, *cost), env);
   }
-  auto db = HistoryDb::Open(history_path.empty() ? DefaultHistoryPath() : history_path);
+  auto db = HistoryDb::Open(history_path.empty() ? DefaultHistoryPath() : history_path, env);
   if (!db.ok()) return db.status();
   return (*db)->Find(key);
 }

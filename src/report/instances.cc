@@ -2,11 +2,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "trainscope/report.h"
+#include "util/env.h"
 
 namespace trainscope {
 
@@ -52,13 +51,12 @@ Result<InstanceCatalog> ParseInstanceCatalog(const std::string& json) {
   return c;
 }
 
-Result<InstanceCatalog> LoadInstanceCatalog() {
+Result<InstanceCatalog> LoadInstanceCatalog(Env* env) {
   if (const char* path = std::getenv("TRAINSCOPE_INSTANCES"); path && *path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status::NotFound(std::string("cannot read ") + path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ParseInstanceCatalog(ss.str());
+    if (!env) env = Env::Default();
+    std::string text;
+    if (!env->ReadFile(path, &text).ok()) return Status::NotFound(std::string("cannot read ") + path);
+    return ParseInstanceCatalog(text);
   }
   std::string_view embedded = WebAsset("instances.json");
   if (embedded.empty()) return Status::NotFound("no embedded instance catalogue");

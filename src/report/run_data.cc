@@ -1,6 +1,5 @@
 // LoadRunData: a run directory → RunData (via RunReader, plus RUN/profile/*.json).
 #include <algorithm>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "rules/builtin/dist_scalars.h"
@@ -12,8 +11,6 @@
 
 namespace trainscope {
 namespace {
-
-namespace fs = std::filesystem;
 
 std::vector<ProfiledEntry> Entries(const nlohmann::json& arr) {
   std::vector<ProfiledEntry> out;
@@ -37,10 +34,9 @@ std::vector<ProfiledEntry> Entries(const nlohmann::json& arr) {
 constexpr uint64_t kMaxFunctionsFileBytes = 64ull << 20;
 
 // A trace the report may link to: a regular file (a FIFO or a directory is said and skipped).
-bool IsTraceFile(const fs::path& p) {
-  std::error_code ec;
-  if (!fs::exists(p, ec)) return false;
-  auto size = Env::Default()->FileSize(p.string());  // fstat of an O_NONBLOCK open: never blocks
+bool IsTraceFile(Env* env, const std::string& p) {
+  if (!env->FileExists(p)) return false;
+  auto size = env->FileSize(p);  // fstat of an O_NONBLOCK open: never blocks
   if (!size.ok()) {
     Log(LogLevel::kWarning, size.status().message() + "; no link to this trace");
     return false;
@@ -54,21 +50,24 @@ std::string ProfileRelPath(const std::string& file) {
 }
 
 // RUN/profile/functions-<worker>.json (docs/report.md) and the matching trace-<worker>.json.
-std::vector<ProfileWindow> LoadProfiles(const std::string& run_dir) {
+bool IsJson(const std::string& name) {
+  return name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+}
+
+std::vector<ProfileWindow> LoadProfiles(Env* env, const std::string& run_dir) {
   std::vector<ProfileWindow> out;
-  std::error_code ec;
-  fs::path dir = fs::path(run_dir) / schema::kProfileDir;
-  if (!fs::is_directory(dir, ec)) return out;
-  std::vector<fs::path> files;
-  for (const auto& ent : fs::directory_iterator(dir, ec)) files.push_back(ent.path());
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
-    auto name = schema::ParseProfileFileName(f.filename().string());
+  const std::string dir = JoinPath(run_dir, schema::kProfileDir);
+  if (!env->IsDirectory(dir)) return out;
+  auto names = env->ListDir(dir);  // sorted
+  if (!names.ok()) return out;
+  const std::vector<std::string>& files = *names;
+  for (const auto& base : files) {
+    auto name = schema::ParseProfileFileName(base);
     if (!name || name->kind != schema::ProfileFileKind::kFunctions) continue;
     // Like every run file: never blocks (a FIFO), never reads what is not a regular file, and
     // bounded (a functions file holds the top functions of one window: kilobytes).
     std::string text;
-    Status st = Env::Default()->ReadFile(f.string(), &text, kMaxFunctionsFileBytes);
+    Status st = env->ReadFile(JoinPath(dir, base), &text, kMaxFunctionsFileBytes);
     if (!st.ok()) {
       Log(LogLevel::kWarning, st.message() + "; profile skipped");
       continue;
@@ -85,18 +84,17 @@ std::vector<ProfileWindow> LoadProfiles(const std::string& run_dir) {
     w.functions = Entries(j.value("functions", nlohmann::json::array()));
     w.operators = Entries(j.value("operators", nlohmann::json::array()));
     std::string trace = schema::ProfileFile(schema::ProfileFileKind::kTrace, w.worker);
-    if (IsTraceFile(dir / trace)) w.trace_file = ProfileRelPath(trace);
+    if (IsTraceFile(env, JoinPath(dir, trace))) w.trace_file = ProfileRelPath(trace);
     out.push_back(std::move(w));
   }
   // Traces without a functions file still get a link.
-  for (const auto& f : files) {
-    const std::string base = f.filename().string();
+  for (const auto& base : files) {
     auto name = schema::ParseProfileFileName(base);
     if (!name || name->kind != schema::ProfileFileKind::kTrace) continue;
     const std::string& worker = name->worker;
     bool seen = std::any_of(out.begin(), out.end(),
                             [&](const ProfileWindow& w) { return w.worker == worker; });
-    if (!seen && IsTraceFile(f)) {
+    if (!seen && IsTraceFile(env, JoinPath(dir, base))) {
       ProfileWindow w;
       w.worker = worker;
       w.trace_file = ProfileRelPath(base);
@@ -106,16 +104,20 @@ std::vector<ProfileWindow> LoadProfiles(const std::string& run_dir) {
   return out;
 }
 
+// The last part of a path, as std::filesystem::path::filename() ("" after a trailing '/').
+std::string FileNameOf(const std::string& p) { return p.substr(p.rfind('/') + 1); }
+
 }  // namespace
 
-Result<RunData> LoadRunData(const std::string& run_dir) {
-  auto reader = RunReader::Open(run_dir);
+Result<RunData> LoadRunData(const std::string& run_dir, Env* env) {
+  if (!env) env = Env::Default();
+  auto reader = RunReader::Open(run_dir, nullptr, env);
   if (!reader.ok()) return reader.status();
   RunReader& r = **reader;
   RunData d;
   d.run_dir = run_dir;
   d.manifest = r.manifest();
-  if (d.manifest.name.empty()) d.manifest.name = fs::path(run_dir).filename().string();
+  if (d.manifest.name.empty()) d.manifest.name = FileNameOf(run_dir);
   int64_t latest = 0, earliest = 0;
   auto see = [&](int64_t t) {
     if (t <= 0) return;
@@ -162,7 +164,7 @@ Result<RunData> LoadRunData(const std::string& run_dir) {
       d.scalars.push_back(std::move(s));
     }
   }
-  d.stacks = LoadStacks(run_dir, /*latest_only=*/true);
+  d.stacks = LoadStacks(run_dir, /*latest_only=*/true, env);
   d.rule_events = r.RuleEvents();
   d.events = r.Events();
   int64_t end_event = 0;
@@ -173,7 +175,7 @@ Result<RunData> LoadRunData(const std::string& run_dir) {
   for (const auto& e : d.rule_events) see(e.wall_us);
   d.end_us = end_event ? end_event : latest;
   if (d.manifest.start_us <= 0) d.manifest.start_us = earliest;
-  d.profiles = LoadProfiles(run_dir);
+  d.profiles = LoadProfiles(env, run_dir);
   d.corrupt_regions = r.stats().corrupt_regions;
   return d;
 }

@@ -1,16 +1,13 @@
 // RUN/stacks/<worker>-<ms>.txt: the Python stacks a hook captured when its loop stalled
 // (python/trainscope/_stacks.py, faulthandler's format under a few "# key: value" lines).
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "trainscope/report.h"
+#include "util/env.h"
 
 namespace trainscope {
 namespace {
-
-namespace fs = std::filesystem;
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
@@ -67,13 +64,14 @@ void Parse(StackCapture* c) {
 
 }  // namespace
 
-std::vector<StackCapture> LoadStacks(const std::string& run_dir, bool latest_only) {
+std::vector<StackCapture> LoadStacks(const std::string& run_dir, bool latest_only, Env* env) {
+  if (!env) env = Env::Default();
   std::vector<StackCapture> out;
-  std::error_code ec;
-  fs::path dir = fs::path(run_dir) / "stacks";
-  if (!fs::is_directory(dir, ec)) return out;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::string name = e.path().filename().string();
+  const std::string dir = JoinPath(run_dir, "stacks");
+  if (!env->IsDirectory(dir)) return out;
+  auto names = env->ListDir(dir);
+  if (!names.ok()) return out;
+  for (const std::string& name : *names) {
     if (name.size() < 5 || name.compare(name.size() - 4, 4, ".txt") != 0) continue;
     std::string stem = name.substr(0, name.size() - 4);
     size_t dash = stem.rfind('-');
@@ -85,12 +83,8 @@ std::vector<StackCapture> LoadStacks(const std::string& run_dir, bool latest_onl
     } catch (...) {
       continue;
     }
-    c.path = e.path().string();
-    std::ifstream f(c.path);
-    if (!f) continue;
-    std::stringstream ss;
-    ss << f.rdbuf();
-    c.text = ss.str();
+    c.path = JoinPath(dir, name);
+    if (!env->ReadFile(c.path, &c.text).ok()) continue;
     if (c.text.rfind("# trainscope stacks:", 0) != 0) continue;
     Parse(&c);
     out.push_back(std::move(c));

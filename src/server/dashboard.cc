@@ -1,6 +1,5 @@
 // `trainscope serve`: the dashboard UI, its JSON API and /metrics over a directory of runs.
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -26,7 +25,6 @@ namespace {
 using http::Request;
 using http::Response;
 using nlohmann::json;
-namespace fs = std::filesystem;
 
 std::string ContentType(const std::string& path) {
   auto ends = [&](const char* ext) {
@@ -105,17 +103,19 @@ class DashboardServer::Impl {
  public:
   explicit Impl(DashboardOptions o) : options_(std::move(o)) {
     if (options_.web_root.empty()) options_.web_root = TS_DEFAULT_WEB_ROOT;
+    if (!options_.env) options_.env = Env::Default();
+    env_ = options_.env;
     refresh_us_ = options_.refresh_interval_ms * 1000;
   }
 
   Status Start() {
     TS_RETURN_IF_ERROR(CheckBindPolicy(options_.security.host, options_.security.token));
-    std::error_code ec;
-    if (!fs::is_directory(options_.root_dir, ec)) {
+    if (!env_->IsDirectory(options_.root_dir)) {
       return Status::NotFound(options_.root_dir + " is not a directory");
     }
-    root_ = fs::canonical(options_.root_dir, ec).string();
-    if (ec) return Status::NotFound("cannot resolve " + options_.root_dir);
+    auto root = env_->RealPath(options_.root_dir);
+    if (!root.ok()) return Status::NotFound("cannot resolve " + options_.root_dir);
+    root_ = *root;
     http::ServerOptions so;
     so.host = options_.security.host;
     so.port = options_.security.port;
@@ -211,10 +211,10 @@ class DashboardServer::Impl {
         return Error(400, "bad escape");
       }
       if (m.dir != nullptr && !options_.web_root.empty()) {
-        auto p = server::ResolveUnder(JoinPath(options_.web_root, m.dir), rel);
-        if (p.ok() && fs::is_regular_file(*p)) {
+        auto p = server::ResolveUnder(env_, JoinPath(options_.web_root, m.dir), rel);
+        if (p.ok() && env_->FileSize(*p).ok()) {  // a regular file
           std::string body;
-          if (Env::Default()->ReadFile(*p, &body).ok()) return StaticResponse(*p, std::move(body));
+          if (env_->ReadFile(*p, &body).ok()) return StaticResponse(*p, std::move(body));
         } else if (!p.ok() && p.status().code() == Status::Code::kInvalidArgument) {
           return Error(403, "forbidden path");
         }
@@ -246,18 +246,18 @@ class DashboardServer::Impl {
   // path stays inside DIR: a symlink to elsewhere is not served).
   std::vector<std::pair<std::string, std::string>> ScanRuns() {
     std::vector<std::pair<std::string, std::string>> out;
-    std::error_code ec;
-    if (fs::exists(fs::path(root_) / "run.json", ec)) {
-      std::string name = fs::path(root_).filename().string();
+    if (env_->FileExists(JoinPath(root_, "run.json"))) {
+      std::string name = root_.substr(root_.rfind('/') + 1);
       out.emplace_back(name.empty() ? "run" : name, root_);
       return out;
     }
-    for (const auto& e : fs::directory_iterator(root_, ec)) {
-      std::string name = e.path().filename().string();
+    auto names = env_->ListDir(root_);
+    if (!names.ok()) return out;
+    for (const std::string& name : *names) {
       if (name.empty() || name[0] == '.') continue;
-      auto real = server::ResolveUnder(root_, name);
-      if (!real.ok() || !fs::is_directory(*real, ec)) continue;
-      if (!fs::exists(fs::path(*real) / "run.json", ec)) continue;
+      auto real = server::ResolveUnder(env_, root_, name);
+      if (!real.ok() || !env_->IsDirectory(*real)) continue;
+      if (!env_->FileExists(JoinPath(*real, "run.json"))) continue;
       out.emplace_back(name, *real);
     }
     std::sort(out.begin(), out.end());
@@ -267,7 +267,7 @@ class DashboardServer::Impl {
   std::shared_ptr<server::LiveRun> RunFor(const std::string& name, const std::string& dir) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& slot = runs_[name];
-    if (!slot || slot->dir() != dir) slot = std::make_shared<server::LiveRun>(name, dir);
+    if (!slot || slot->dir() != dir) slot = std::make_shared<server::LiveRun>(name, dir, env_);
     return slot;
   }
 
@@ -317,12 +317,13 @@ class DashboardServer::Impl {
         reason = body["reason"].get<std::string>().substr(0, 500);
       }
     }
-    Status st = RequestStop(run.dir(), reason, "dashboard");
+    Status st = RequestStop(run.dir(), reason, "dashboard", env_);
     if (!st.ok()) return Error(500, st.ToString());
     return Response::Json(202, json{{"ok", true}, {"reason", reason}}.dump());
   }
 
   DashboardOptions options_;
+  Env* env_ = nullptr;  // options_.env, or Env::Default()
   std::string root_;
   int64_t refresh_us_ = 250000;
   std::unique_ptr<http::Server> server_;

@@ -24,139 +24,19 @@
 #include <unordered_map>
 
 #include "server/http.h"
+#include "server/http_wire.h"
 #include "util/logging.h"
 
 namespace trainscope::http {
-namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-bool IsLoopbackAddr(const sockaddr* sa) {
-  if (sa->sa_family == AF_INET) {
-    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-  }
-  if (sa->sa_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-    if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return true;
-    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) return in6->sin6_addr.s6_addr[12] == 127;
-  }
-  return false;
-}
-
-// The client's address as text: the key of the per-client limit (an IPv4-mapped IPv6 address
-// counts as its IPv4 address).
-std::string ClientKey(const sockaddr* sa) {
-  char text[INET6_ADDRSTRLEN] = "?";
-  if (sa->sa_family == AF_INET) {
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, text, sizeof(text));
-  } else if (sa->sa_family == AF_INET6) {
-    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(&a)) {
-      ::inet_ntop(AF_INET, &a.s6_addr[12], text, sizeof(text));
-    } else {
-      ::inet_ntop(AF_INET6, &a, text, sizeof(text));
-    }
-  }
-  return text;
-}
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string Trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t");
-  return s.substr(b, e - b + 1);
-}
-
-std::string Serialize(const Response& r, bool keep_alive, bool head_only = false) {
-  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + StatusText(r.status) + "\r\n";
-  out += "Content-Type: " + r.content_type + "\r\n";
-  out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
-  out += "X-Content-Type-Options: nosniff\r\n";
-  out += "Referrer-Policy: no-referrer\r\n";
-  bool has_cache = false;
-  for (const auto& [k, v] : r.headers) {
-    out += k + ": " + v + "\r\n";
-    if (Lower(k) == "cache-control") has_cache = true;
-  }
-  if (!has_cache) out += "Cache-Control: no-store\r\n";
-  out += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
-  out += "\r\n";
-  if (!head_only) out += r.body;
-  return out;
-}
-
-// Writes all of `data` to a non-blocking socket before `deadline_ms`; false on error or when a
-// client does not take its answer in time.
-bool SendUntil(int fd, const std::string& data, int64_t deadline_ms) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      const int64_t left = deadline_ms - NowMs();
-      if (left <= 0) return false;
-      pollfd p = {fd, POLLOUT, 0};
-      int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, INT_MAX)));
-      if (r < 0 && errno != EINTR) return false;
-      if (r > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL))) return false;
-      continue;
-    }
-    return false;
-  }
-  return true;
-}
-
-// A short answer from the I/O thread before it closes a connection: never waits.
-void SendNow(int fd, int status, const std::string& body) {
-  const std::string data = Serialize(Response::Text(status, body), false);
-  (void)!::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-// Parses a request head (without its final CRLF CRLF). Returns 0, or the status to answer.
-int ParseHead(const std::string& head, Request* req, bool* http10) {
-  size_t line_end = head.find("\r\n");
-  std::string request_line = head.substr(0, line_end);
-  size_t sp1 = request_line.find(' ');
-  size_t sp2 = request_line.rfind(' ');
-  if (sp1 == std::string::npos || sp2 == sp1 ||
-      request_line.compare(sp2 + 1, 7, "HTTP/1.") != 0) {
-    return 400;
-  }
-  *http10 = request_line.substr(sp2 + 1) == "HTTP/1.0";
-  req->method = request_line.substr(0, sp1);
-  req->target = request_line.substr(sp1 + 1, sp2 - sp1 - 1);
-  size_t pos = line_end == std::string::npos ? head.size() : line_end + 2;
-  while (pos < head.size()) {
-    size_t e = head.find("\r\n", pos);
-    if (e == std::string::npos) e = head.size();
-    std::string line = head.substr(pos, e - pos);
-    size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      req->headers[Lower(Trim(line.substr(0, colon)))] = Trim(line.substr(colon + 1));
-    }
-    pos = e + 2;
-  }
-  size_t q = req->target.find('?');
-  req->path = req->target.substr(0, q);
-  if (q != std::string::npos) req->query = ParseQuery(req->target.substr(q + 1));
-  return 0;
-}
-
-}  // namespace
+using wire::ClientKey;
+using wire::IsLoopbackAddr;
+using wire::Lower;
+using wire::NowMs;
+using wire::ParseHead;
+using wire::SendNow;
+using wire::SendUntil;
+using wire::Serialize;
 
 class Server::Impl {
  public:

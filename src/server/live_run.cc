@@ -46,7 +46,7 @@ void LiveRun::OnEvent(const std::string& stream, const EventRecord& r) {
 Status LiveRun::RefreshLocked(int64_t refresh_interval_us) {
   const int64_t now = NowMicros();
   if (!reader_) {
-    auto r = RunReader::Open(dir_, this);
+    auto r = RunReader::Open(dir_, this, env_);
     if (!r.ok()) {
       open_error_ = r.status().ToString();
       return r.status();
@@ -109,7 +109,7 @@ std::string LiveRun::DataJson(uint64_t since, int64_t refresh_interval_us) {
     streams.push_back({{"name", s}, {"live", l}});
   }
   std::string stop_reason;
-  const bool stop = StopRequested(dir_, &stop_reason);
+  const bool stop = StopRequested(dir_, &stop_reason, env_);
   json run = {{"name", name_},
               {"id", m.id},
               {"display_name", m.name},

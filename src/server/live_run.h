@@ -17,7 +17,9 @@ namespace trainscope::server {
 
 class LiveRun : public RecordVisitor {
  public:
-  LiveRun(std::string name, std::string dir) : name_(std::move(name)), dir_(std::move(dir)) {}
+  // `env` (not owned) reads the run; it outlives the LiveRun.
+  LiveRun(std::string name, std::string dir, Env* env)
+      : name_(std::move(name)), dir_(std::move(dir)), env_(env) {}
 
   // JSON for GET /api/runs/<name>?since=N (docs/dashboard.md, "API").
   std::string DataJson(uint64_t since, int64_t refresh_interval_us);
@@ -45,6 +47,7 @@ class LiveRun : public RecordVisitor {
 
   const std::string name_;
   const std::string dir_;
+  Env* const env_;
   std::mutex mu_;
   std::unique_ptr<RunReader> reader_;
   std::string open_error_;

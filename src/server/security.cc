@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "trainscope/server.h"
+#include "util/env.h"
 
 namespace trainscope {
 
@@ -87,7 +88,7 @@ bool LoopbackHostHeader(const http::Request& req) {
   return IsLoopbackHost(host);
 }
 
-Result<std::string> ResolveUnder(const std::string& root, const std::string& rel) {
+Result<std::string> ResolveUnder(Env* env, const std::string& root, const std::string& rel) {
   if (rel.empty()) return Status::InvalidArgument("empty path");
   if (rel.find('\0') != std::string::npos || rel.find('\\') != std::string::npos ||
       rel.find('%') != std::string::npos || rel.front() == '/') {
@@ -101,14 +102,13 @@ Result<std::string> ResolveUnder(const std::string& root, const std::string& rel
     if (seg.empty() || seg[0] == '.') return Status::InvalidArgument("forbidden path segment");
     pos = slash + 1;
   }
-  char root_real[PATH_MAX];
-  if (!::realpath(root.c_str(), root_real)) return Status::NotFound("root not found");
-  std::string joined = std::string(root_real) + "/" + rel;
-  char real[PATH_MAX];
-  if (!::realpath(joined.c_str(), real)) return Status::NotFound("not found");
-  std::string prefix = std::string(root_real);
+  auto root_real = env->RealPath(root);
+  if (!root_real.ok()) return Status::NotFound("root not found");
+  auto real = env->RealPath(*root_real + "/" + rel);
+  if (!real.ok()) return Status::NotFound("not found");
+  std::string prefix = *root_real;
   if (prefix != "/") prefix += "/";
-  std::string r(real);
+  const std::string& r = *real;
   if (r.compare(0, prefix.size(), prefix) != 0) {
     return Status::InvalidArgument("path escapes the served directory");
   }

@@ -7,6 +7,10 @@
 #include "server/http.h"
 #include "trainscope/status.h"
 
+namespace trainscope {
+class Env;
+}
+
 namespace trainscope::server {
 
 // Token from "Authorization: Bearer T" or "?token=T", compared in constant time. Always true
@@ -22,6 +26,7 @@ bool LoopbackHostHeader(const http::Request& req);
 // Resolves `rel` (already percent-decoded, '/'-separated) under the directory `root`.
 // Rejects NUL, backslashes, '%' (no second decoding), empty/"."/".." segments, hidden segments,
 // absolute paths, and anything whose realpath is not inside realpath(root) (symlinks escaping).
-Result<std::string> ResolveUnder(const std::string& root, const std::string& rel);
+// Paths are resolved through `env` (Env::RealPath).
+Result<std::string> ResolveUnder(Env* env, const std::string& root, const std::string& rel);
 
 }  // namespace trainscope::server

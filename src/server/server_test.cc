@@ -21,6 +21,7 @@
 #include "trainscope/run.h"
 #include "trainscope/schema.h"
 #include "trainscope/writer.h"
+#include "util/env.h"
 #include "util/testing/temp_dir.h"
 
 namespace trainscope {
@@ -130,7 +131,7 @@ TEST(Security, ResolveUnderRejectsEscapes) {
   fs::create_symlink(d / "secret.txt", d / "root/link.txt");
   fs::create_symlink(d.path(), d / "root/up");
   const std::string root = d / "root";
-  EXPECT_TRUE(server::ResolveUnder(root, "sub/ok.txt").ok());
+  EXPECT_TRUE(server::ResolveUnder(Env::Default(), root, "sub/ok.txt").ok());
   const std::vector<std::string> bads = {"../secret.txt",
                                          "sub/../../secret.txt",
                                          "/etc/passwd",
@@ -143,7 +144,7 @@ TEST(Security, ResolveUnderRejectsEscapes) {
                                          "up/secret.txt",
                                          ""};
   for (const std::string& bad : bads) {
-    EXPECT_FALSE(server::ResolveUnder(root, bad).ok()) << bad;
+    EXPECT_FALSE(server::ResolveUnder(Env::Default(), root, bad).ok()) << bad;
   }
 }
 

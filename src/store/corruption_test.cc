@@ -1,7 +1,10 @@
 // Corruption tests in the style of leveldb's log_test: a fixture with verbs that damages a
-// segment written by the real Writer, then checks what the RunReader returns and counts.
+// segment written by the real Writer, then checks what the RunReader returns and counts. The
+// run lives in memory (testing::MemEnv) and is damaged through testing::FaultEnv; the last
+// tests check the same on real files (a flipped byte on disk, FIFOs).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +17,8 @@
 #include "trainscope/reader.h"
 #include "trainscope/writer.h"
 #include "util/env.h"
+#include "util/testing/fault_env.h"
+#include "util/testing/mem_env.h"
 #include "util/testing/temp_dir.h"
 
 namespace trainscope {
@@ -23,50 +28,49 @@ class CorruptionTest : public ::testing::Test {
  protected:
   // Writes `n` loss scalars (steps 0..n-1) into one sealed segment; remembers record offsets.
   void Write(int n) {
-    auto w = Writer::Open({.run_dir = tmp_.path()});
+    auto w = Writer::Open({.run_dir = kRun, .env = &env_});
     ASSERT_TRUE(w.ok());
     for (int s = 0; s < n; ++s) {
       (*w)->AddScalar({"losses/loss", s, Mode::kTrain, s, 0.5 * s, NowMicros()});
     }
     ASSERT_TRUE((*w)->Close().ok());
-    auto idx = ReadSegmentIndex(Segment());
+    auto idx = ReadSegmentIndex(Segment(), &env_);
     ASSERT_TRUE(idx.ok());
     offsets_.clear();
     for (const auto& e : idx->entries) offsets_.push_back(e.offset);
     ASSERT_EQ(offsets_.size(), static_cast<size_t>(n));
   }
-  std::string Segment() const { return tmp_ / "worker-0/seg-00000000.tsseg"; }
+  static constexpr char kRun[] = "/run";
+  static std::string Path(const std::string& rel) { return std::string(kRun) + "/" + rel; }
+  std::string Segment() const { return SegmentPath(0); }
   uint64_t Offset(int record) const { return offsets_.at(record); }
-  uint64_t Size() const { return *Env::Default()->FileSize(Segment()); }
+  uint64_t Size() { return *env_.FileSize(Segment()); }
 
   void IncrementByte(uint64_t offset, int delta = 1) {
-    std::string bytes = ReadAll();
-    bytes[offset] = static_cast<char>(bytes[offset] + delta);
-    WriteAll(bytes);
+    ASSERT_TRUE(env_.AddToByte(Segment(), offset, delta).ok());
   }
   void ZeroBlock(uint64_t offset, uint64_t len) {
-    std::string bytes = ReadAll();
-    for (uint64_t i = offset; i < offset + len && i < bytes.size(); ++i) bytes[i] = 0;
-    WriteAll(bytes);
+    ASSERT_TRUE(env_.ZeroRange(Segment(), offset, len).ok());
   }
-  void ShrinkSize(uint64_t bytes) { ASSERT_EQ(::truncate(Segment().c_str(), Size() - bytes), 0); }
-  void TruncateTo(uint64_t size) { ASSERT_EQ(::truncate(Segment().c_str(), size), 0); }
+  void ShrinkSize(uint64_t bytes) { ASSERT_TRUE(env_.ShrinkFile(Segment(), bytes).ok()); }
+  void TruncateTo(uint64_t size) { ASSERT_TRUE(env_.TruncateFile(Segment(), size).ok()); }
   void AppendRaw(const std::string& bytes, uint64_t seq = 0) {
-    std::ofstream(SegmentPath(seq), std::ios::binary | std::ios::app) << bytes;
+    ASSERT_TRUE(env_.AppendToFile(SegmentPath(seq), bytes).ok());
   }
-  std::string SegmentPath(uint64_t seq) const {
-    return tmp_ / ("worker-0/" + SegmentFileName(seq));
+  void WriteFile(const std::string& rel, const std::string& bytes) {
+    ASSERT_TRUE(env_.Overwrite(Path(rel), bytes).ok());
   }
+  static std::string SegmentPath(uint64_t seq) { return Path("worker-0/" + SegmentFileName(seq)); }
 
   // ---- hand-made records: checksums right, contents chosen by the test ----
   // A segment `seq` after the writer's holding `frames`; returns the offset of its first frame.
   uint64_t AddSegment(uint64_t seq, const std::string& frames) {
-    std::ofstream(SegmentPath(seq), std::ios::binary) << EncodeSegmentHeader({seq, NowMicros()})
-                                                      << frames;
+    EXPECT_TRUE(env_.Overwrite(SegmentPath(seq), EncodeSegmentHeader({seq, NowMicros()}) + frames)
+                    .ok());
     return format::kHeaderSize;
   }
   void CopySegment(uint64_t from, uint64_t to) {
-    std::filesystem::copy_file(SegmentPath(from), SegmentPath(to));
+    ASSERT_TRUE(env_.CopyFile(SegmentPath(from), SegmentPath(to)).ok());
   }
   static std::string Frame(format::RecordType type, const std::string& payload) {
     std::string f;
@@ -103,7 +107,7 @@ class CorruptionTest : public ::testing::Test {
 
   // Steps returned by a fresh reader.
   std::vector<int64_t> ReadSteps() {
-    auto r = RunReader::Open(tmp_.path());
+    auto r = RunReader::Open(kRun, nullptr, &env_);
     EXPECT_TRUE(r.ok());
     stats_ = (*r)->stats();
     std::vector<int64_t> steps;
@@ -123,16 +127,8 @@ class CorruptionTest : public ::testing::Test {
     return v;
   }
 
-  std::string ReadAll() {
-    std::string s;
-    EXPECT_TRUE(Env::Default()->ReadFile(Segment(), &s).ok());
-    return s;
-  }
-  void WriteAll(const std::string& bytes) {
-    std::ofstream(Segment(), std::ios::binary | std::ios::trunc) << bytes;
-  }
-
-  testing::TempDir tmp_;
+  testing::MemEnv mem_;
+  testing::FaultEnv env_{&mem_};
   std::vector<uint64_t> offsets_;
   ReadStats stats_;
 };
@@ -202,7 +198,7 @@ TEST_F(CorruptionTest, DamagedFooterStillReadsAllData) {
   Write(20);
   ShrinkSize(3);  // the footer is cut: the index can't be found, the data still reads
   EXPECT_EQ(ReadSteps(), Range(0, 20));
-  EXPECT_FALSE(ReadSegmentIndex(Segment()).ok());
+  EXPECT_FALSE(ReadSegmentIndex(Segment(), &env_).ok());
 }
 
 TEST_F(CorruptionTest, UnknownRecordTypesAreSkippedAndCounted) {
@@ -217,7 +213,7 @@ TEST_F(CorruptionTest, UnknownRecordTypesAreSkippedAndCounted) {
   seg += frame;
   codec::EncodeScalar(0, {"", 3, Mode::kTrain, 3, 1.5, NowMicros()}, NowMicros(), &scalar);
   AppendFrame(&seg, uint8_t(format::RecordType::kScalar), scalar);
-  std::ofstream(tmp_ / "worker-0/seg-00000001.tsseg", std::ios::binary) << seg;
+  WriteFile("worker-0/seg-00000001.tsseg", seg);
   EXPECT_EQ(ReadSteps(), Range(0, 4));
   EXPECT_EQ(stats_.unknown_records, 1u);
 }
@@ -227,7 +223,7 @@ TEST_F(CorruptionTest, RecordReferringToAnUnknownNameIsNotReturned) {
   std::string seg = EncodeSegmentHeader({1, NowMicros()}), scalar;
   codec::EncodeScalar(5, {"", 9, Mode::kTrain, 9, 4.5, NowMicros()}, NowMicros(), &scalar);
   AppendFrame(&seg, uint8_t(format::RecordType::kScalar), scalar);
-  std::ofstream(tmp_ / "worker-0/seg-00000001.tsseg", std::ios::binary) << seg;
+  WriteFile("worker-0/seg-00000001.tsseg", seg);
   EXPECT_EQ(ReadSteps(), Range(0, 3));
   EXPECT_EQ(stats_.undecodable_records, 1u);
 }
@@ -254,7 +250,7 @@ TEST_F(CorruptionTest, RawTensorOfImpossibleSizeIsNeverAllocated) {
                     RawChunk(1, 2, {int64_t{1} << 40}, {0, 1, 1, uint64_t{1} << 40,
                                                         uint64_t{1} << 40}, zstd_magic) +
                     RawChunk(1, 3, {1000}, {0, 1, 0, 4, 4}, "abcd"));  // shape says 1000 bytes
-  auto r = RunReader::Open(tmp_.path());
+  auto r = RunReader::Open(kRun, nullptr, &env_);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)->stats().undecodable_records, 3u);
   EXPECT_TRUE((*r)->TensorSteps("weights/evil").empty());
@@ -267,7 +263,7 @@ TEST_F(CorruptionTest, RawChunksThatDisagreeLeaveTheTensorIncomplete) {
                     RawChunk(1, 5, {8}, {1, 2, 0, 6, 8}, "efghij") +  // 4 + 6 != 8
                     RawChunk(1, 6, {8}, {0, 2, 0, 4, 8}, "abcd") +
                     RawChunk(1, 6, {8}, {1, 2, 0, 4, 8}, "efgh"));
-  auto r = RunReader::Open(tmp_.path());
+  auto r = RunReader::Open(kRun, nullptr, &env_);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)->stats().undecodable_records, 1u);
   EXPECT_FALSE((*r)->HasRaw("weights/w", 5));
@@ -285,7 +281,7 @@ TEST_F(CorruptionTest, ImpossibleModeStepRangeAndNameRedefinitionAreSkipped) {
                     NameDef(0, "losses/other") + Loss(5));  // id 0 is already losses/loss
   EXPECT_EQ(ReadSteps(), Without(Range(0, 6), {4}));
   EXPECT_EQ(stats_.undecodable_records, 3u);
-  auto r = RunReader::Open(tmp_.path());
+  auto r = RunReader::Open(kRun, nullptr, &env_);
   EXPECT_TRUE((*r)->StepRecords("worker-0").empty());
   EXPECT_EQ((*r)->Modes(), std::vector<Mode>{Mode::kTrain});
 }
@@ -341,30 +337,17 @@ TEST_F(CorruptionTest, CopiedSegmentIsADuplicateAndIsNotReadTwice) {
   Write(10);
   CopySegment(0, 4);
   EXPECT_EQ(ReadSteps(), Range(0, 10));
-  auto r = RunReader::Open(tmp_.path());
+  auto r = RunReader::Open(kRun, nullptr, &env_);
   EXPECT_EQ((*r)->stats().duplicate_segments, 1u);
   EXPECT_EQ((*r)->stats().records, 10u + 2);  // losses, the end event and writer stats, once
   EXPECT_TRUE(ProblemMentions("seg-00000004.tsseg: a copy of seg-00000000.tsseg"));
 }
 
-// Fails every read of one file, as a file without read permission would for a non-root user.
-class UnreadableFileEnv : public Env {
- public:
-  explicit UnreadableFileEnv(std::string path) : path_(std::move(path)) {}
-  Status ReadAt(const std::string& path, uint64_t offset, size_t n, std::string* out) override {
-    if (path == path_) return Status::IOError(path + ": Permission denied");
-    return Env::ReadAt(path, offset, n, out);
-  }
-
- private:
-  std::string path_;
-};
-
 TEST_F(CorruptionTest, UnreadableSegmentIsCountedNotPassedOver) {
   Write(10);
   AddSegment(1, NameDef(0, "losses/loss") + Loss(10));
-  UnreadableFileEnv env(Segment());
-  auto r = RunReader::Open(tmp_.path(), nullptr, &env);
+  env_.FailReadsOf(Segment());  // as a file without read permission would for a non-root user
+  auto r = RunReader::Open(kRun, nullptr, &env_);
   ASSERT_TRUE(r.ok());
   stats_ = (*r)->stats();
   EXPECT_EQ(stats_.unreadable_files, 1u);
@@ -372,26 +355,13 @@ TEST_F(CorruptionTest, UnreadableSegmentIsCountedNotPassedOver) {
   EXPECT_EQ((*r)->Scalar("losses/loss").size(), 1u);  // the other segment is still read
 }
 
-// Fails listing one directory, as a directory without read permission would for a non-root
-// user (a stream written by another user on a shared file system); `after` lists succeed first.
-class UnlistableDirEnv : public Env {
- public:
-  UnlistableDirEnv(std::string path, int after) : path_(std::move(path)), after_(after) {}
-  Result<std::vector<std::string>> ListDir(const std::string& path) override {
-    if (path == path_ && after_-- <= 0) return Status::IOError(path + ": Permission denied");
-    return Env::ListDir(path);
-  }
-
- private:
-  std::string path_;
-  int after_;
-};
-
+// Listing a directory fails as one without read permission would for a non-root user (a stream
+// written by another user on a shared file system).
 TEST_F(CorruptionTest, AStreamDirectoryThatCannotBeListedIsCountedNotPassedOver) {
   Write(10);
-  std::filesystem::create_directories(tmp_ / "worker-1");
-  UnlistableDirEnv env(tmp_ / "worker-1", 0);
-  auto r = RunReader::Open(tmp_.path(), nullptr, &env);
+  ASSERT_TRUE(env_.CreateDirs(Path("worker-1")).ok());
+  env_.FailListingOf(Path("worker-1"));
+  auto r = RunReader::Open(kRun, nullptr, &env_);
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE((*r)->Refresh().ok());  // said once, not at every refresh
   stats_ = (*r)->stats();
@@ -402,8 +372,8 @@ TEST_F(CorruptionTest, AStreamDirectoryThatCannotBeListedIsCountedNotPassedOver)
 
 TEST_F(CorruptionTest, AKnownStreamThatCannotBeListedAnyMoreIsSaidOnce) {
   Write(10);
-  UnlistableDirEnv env(tmp_ / "worker-0", 2);  // found and read, then refused
-  auto r = RunReader::Open(tmp_.path(), nullptr, &env);
+  env_.FailListingOf(Path("worker-0"), 2);  // found and read, then refused
+  auto r = RunReader::Open(kRun, nullptr, &env_);
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE((*r)->Refresh().ok());
   ASSERT_TRUE((*r)->Refresh().ok());
@@ -413,28 +383,12 @@ TEST_F(CorruptionTest, AKnownStreamThatCannotBeListedAnyMoreIsSaidOnce) {
   EXPECT_EQ((*r)->Scalar("losses/loss").size(), 10u);  // what was read stays
 }
 
-TEST_F(CorruptionTest, FifoInPlaceOfASegmentOrTheLockIsRefusedNotWaitedFor) {
-  Write(10);
-  ASSERT_EQ(::mkfifo((tmp_ / "worker-0/seg-00000001.tsseg").c_str(), 0644), 0);
-  std::filesystem::remove(tmp_ / "worker-0/LOCK");
-  ASSERT_EQ(::mkfifo((tmp_ / "worker-0/LOCK").c_str(), 0644), 0);
-  // Writers held open, so that a regression blocks in read(), not forever in open().
-  int a = ::open((tmp_ / "worker-0/seg-00000001.tsseg").c_str(), O_RDWR | O_NONBLOCK);
-  int b = ::open((tmp_ / "worker-0/LOCK").c_str(), O_RDWR | O_NONBLOCK);
-  EXPECT_EQ(ReadSteps(), Range(0, 10));
-  EXPECT_EQ(stats_.unreadable_files, 2u);
-  EXPECT_TRUE(ProblemMentions("seg-00000001.tsseg: not a regular file (a FIFO)"));
-  EXPECT_TRUE(ProblemMentions("LOCK: not a regular file (a FIFO)"));
-  ::close(a);
-  ::close(b);
-}
-
 // ---- run.json (finding 5) ----------------------------------------------------------------------
 
 TEST_F(CorruptionTest, NewerSchemaVersionIsRefusedNamingBothVersions) {
   Write(3);
-  std::ofstream(tmp_ / "run.json") << R"({"schema_version": 99, "id": "x"})";
-  auto r = RunReader::Open(tmp_.path());
+  WriteFile("run.json", R"({"schema_version": 99, "id": "x"})");
+  auto r = RunReader::Open(kRun, nullptr, &env_);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(r.status().message().find("schema_version 99"), std::string::npos);
@@ -444,16 +398,79 @@ TEST_F(CorruptionTest, NewerSchemaVersionIsRefusedNamingBothVersions) {
 TEST_F(CorruptionTest, UnparseableRunJsonIsSaidAndTheDataStillRead) {
   Write(3);
   for (const char* text : {"", "{not json", "[1, 2]", "{\"schema_version\": \"one\"}"}) {
-    std::ofstream(tmp_ / "run.json", std::ios::trunc) << text;
+    WriteFile("run.json", text);
     EXPECT_EQ(ReadSteps(), Range(0, 3)) << text;
-    auto r = RunReader::Open(tmp_.path());
+    auto r = RunReader::Open(kRun, nullptr, &env_);
     EXPECT_TRUE((*r)->manifest_status().IsCorruption()) << text;
     EXPECT_NE((*r)->manifest_status().message().find("run.json: unparseable"), std::string::npos);
     EXPECT_TRUE(ProblemMentions("run.json: unparseable")) << text;
   }
-  std::filesystem::remove(tmp_ / "run.json");
-  auto r = RunReader::Open(tmp_.path());
+  ASSERT_TRUE(env_.RemoveFile(Path("run.json")).ok());
+  auto r = RunReader::Open(kRun, nullptr, &env_);
   EXPECT_TRUE((*r)->manifest_status().IsNotFound());
+}
+
+// ---- the same on real files (the POSIX Env end to end) ---------------------------------------
+
+// Writes n losses into RUN/worker-0 on disk; returns the record offsets.
+std::vector<uint64_t> WriteOnDisk(const std::string& run, int n) {
+  auto w = Writer::Open({.run_dir = run});
+  EXPECT_TRUE(w.ok());
+  for (int s = 0; s < n; ++s) (*w)->AddScalar({"losses/loss", s, Mode::kTrain, s, 0.5 * s, NowMicros()});
+  EXPECT_TRUE((*w)->Close().ok());
+  std::vector<uint64_t> offsets;
+  auto idx = ReadSegmentIndex(run + "/worker-0/seg-00000000.tsseg");
+  EXPECT_TRUE(idx.ok());
+  if (idx.ok()) {
+    for (const auto& e : idx->entries) offsets.push_back(e.offset);
+  }
+  return offsets;
+}
+
+TEST(CorruptionOnDisk, FlippedByteInARecordDropsOnlyThatRecord) {
+  testing::TempDir tmp;
+  std::vector<uint64_t> at = WriteOnDisk(tmp.path(), 50);
+  ASSERT_EQ(at.size(), 50u);
+  {
+    std::fstream f(tmp / "worker-0/seg-00000000.tsseg", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at[20] + format::kFrameHeaderSize + 2));
+    char c = 0;
+    f.get(c);
+    f.seekp(static_cast<std::streamoff>(at[20] + format::kFrameHeaderSize + 2));
+    f.put(static_cast<char>(c + 1));
+  }
+  auto r = RunReader::Open(tmp.path());
+  ASSERT_TRUE(r.ok());
+  std::vector<int64_t> steps;
+  for (const auto& s : (*r)->Scalar("losses/loss")) steps.push_back(s.step);
+  EXPECT_EQ(steps.size(), 49u);
+  EXPECT_EQ(std::count(steps.begin(), steps.end(), 20), 0);
+  EXPECT_EQ((*r)->stats().corrupt_regions, 1u);
+  EXPECT_EQ((*r)->stats().corrupt_bytes, at[21] - at[20]);
+}
+
+TEST(CorruptionOnDisk, FifoInPlaceOfASegmentOrTheLockIsRefusedNotWaitedFor) {
+  testing::TempDir tmp_;
+  ASSERT_EQ(WriteOnDisk(tmp_.path(), 10).size(), 10u);
+  ASSERT_EQ(::mkfifo((tmp_ / "worker-0/seg-00000001.tsseg").c_str(), 0644), 0);
+  std::filesystem::remove(tmp_ / "worker-0/LOCK");
+  ASSERT_EQ(::mkfifo((tmp_ / "worker-0/LOCK").c_str(), 0644), 0);
+  // Writers held open, so that a regression blocks in read(), not forever in open().
+  int a = ::open((tmp_ / "worker-0/seg-00000001.tsseg").c_str(), O_RDWR | O_NONBLOCK);
+  int b = ::open((tmp_ / "worker-0/LOCK").c_str(), O_RDWR | O_NONBLOCK);
+  auto r = RunReader::Open(tmp_.path());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->Scalar("losses/loss").size(), 10u);
+  const ReadStats& stats = (*r)->stats();
+  auto mentions = [&](const std::string& what) {
+    return std::any_of(stats.problems.begin(), stats.problems.end(),
+                       [&](const std::string& p) { return p.find(what) != std::string::npos; });
+  };
+  EXPECT_EQ(stats.unreadable_files, 2u);
+  EXPECT_TRUE(mentions("seg-00000001.tsseg: not a regular file (a FIFO)"));
+  EXPECT_TRUE(mentions("LOCK: not a regular file (a FIFO)"));
+  ::close(a);
+  ::close(b);
 }
 
 }  // namespace

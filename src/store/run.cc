@@ -1,6 +1,5 @@
 #include "trainscope/run.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -12,12 +11,6 @@
 
 namespace trainscope {
 namespace {
-
-std::string HostName() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
-}
 
 std::string NewRunId(int64_t now_us) {
   std::random_device rd;
@@ -79,19 +72,20 @@ Result<RunManifest> ManifestFromJson(const std::string& json) {
   return m;
 }
 
-Result<RunManifest> ReadManifest(const std::string& run_dir) {
+Result<RunManifest> ReadManifest(const std::string& run_dir, Env* env) {
+  if (!env) env = Env::Default();
   std::string text;
-  Status st = Env::Default()->ReadFile(JoinPath(run_dir, "run.json"), &text, kMaxManifestBytes);
+  Status st = env->ReadFile(JoinPath(run_dir, "run.json"), &text, kMaxManifestBytes);
   if (!st.ok()) return st;
   return ManifestFromJson(text);
 }
 
-Status CreateOrOpenRun(const std::string& run_dir, RunManifest* manifest) {
-  Env* env = Env::Default();
+Status CreateOrOpenRun(const std::string& run_dir, RunManifest* manifest, Env* env) {
+  if (!env) env = Env::Default();
   TS_RETURN_IF_ERROR(env->CreateDirs(run_dir));
   std::string path = JoinPath(run_dir, schema::kManifestFile);
   if (env->FileExists(path)) {
-    auto existing = ReadManifest(run_dir);
+    auto existing = ReadManifest(run_dir, env);
     if (existing.ok()) {
       *manifest = *existing;
       return Status::OK();
@@ -102,15 +96,18 @@ Status CreateOrOpenRun(const std::string& run_dir, RunManifest* manifest) {
   }
   if (manifest->start_us == 0) manifest->start_us = env->NowMicros();
   if (manifest->id.empty()) manifest->id = NewRunId(manifest->start_us);
-  if (manifest->host.empty()) manifest->host = HostName();
+  if (manifest->host.empty()) {
+    manifest->host = env->HostName();
+    if (manifest->host.empty()) manifest->host = "unknown";
+  }
   if (manifest->pid == 0) manifest->pid = ::getpid();
   if (manifest->name.empty()) manifest->name = BaseName(run_dir);
   return env->WriteFileAtomic(path, ManifestToJson(*manifest));
 }
 
 Status RequestStop(const std::string& run_dir, const std::string& reason,
-                   const std::string& requested_by) {
-  Env* env = Env::Default();
+                   const std::string& requested_by, Env* env) {
+  if (!env) env = Env::Default();
   if (!env->IsDirectory(run_dir)) return Status::NotFound(run_dir + " is not a run directory");
   std::string dir = JoinPath(run_dir, schema::kControlDir);
   TS_RETURN_IF_ERROR(env->CreateDirs(dir));
@@ -120,8 +117,8 @@ Status RequestStop(const std::string& run_dir, const std::string& reason,
 }
 
 Status RequestStacks(const std::string& run_dir, const std::string& reason,
-                     const std::string& requested_by, std::string* id) {
-  Env* env = Env::Default();
+                     const std::string& requested_by, std::string* id, Env* env) {
+  if (!env) env = Env::Default();
   if (!env->IsDirectory(run_dir)) return Status::NotFound(run_dir + " is not a run directory");
   std::string dir = JoinPath(run_dir, schema::kControlDir);
   TS_RETURN_IF_ERROR(env->CreateDirs(dir));
@@ -136,12 +133,12 @@ Status RequestStacks(const std::string& run_dir, const std::string& reason,
   return Status::OK();
 }
 
-Status ReadStopRequest(const std::string& run_dir, std::string* reason) {
+Status ReadStopRequest(const std::string& run_dir, std::string* reason, Env* env) {
+  if (!env) env = Env::Default();
   const std::string path = run_dir + "/control/stop.json";
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Status::NotFound("no stop request");
+  if (!env->FileExists(path)) return Status::NotFound("no stop request");
   std::string text;
-  Status read = Env::Default()->ReadFile(path, &text);
+  Status read = env->ReadFile(path, &text);
   if (!read.ok()) return Status::InvalidArgument(path + ": " + read.ToString());
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
@@ -161,8 +158,8 @@ Status ReadStopRequest(const std::string& run_dir, std::string* reason) {
   return Status::OK();
 }
 
-bool StopRequested(const std::string& run_dir, std::string* reason) {
-  return ReadStopRequest(run_dir, reason).ok();
+bool StopRequested(const std::string& run_dir, std::string* reason, Env* env) {
+  return ReadStopRequest(run_dir, reason, env).ok();
 }
 
 }  // namespace trainscope

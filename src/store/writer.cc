@@ -2,9 +2,6 @@
 // checksums, writes, flushes, rotates and seals segments. See include/trainscope/writer.h.
 #include "trainscope/writer.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -46,26 +43,13 @@ size_t ItemBytes(const Item& item) {
   return std::visit(V{}, item);
 }
 
-// Holds an exclusive flock on RUN/<stream>/LOCK for the writer's lifetime.
-Result<int> LockStream(const std::string& dir) {
-  std::string path = JoinPath(dir, "LOCK");
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError(path + ": cannot open lock file");
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    return Status::AlreadyExists(dir + " is being written by another process (LOCK is held)");
-  }
-  std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
-  return fd;
-}
-
 }  // namespace
 
 class Writer::Impl {
  public:
-  Impl(const WriterOptions& opt, Env* env, std::string dir, int lock_fd, uint64_t next_seq)
-      : opt_(opt), env_(env), dir_(std::move(dir)), lock_fd_(lock_fd), next_seq_(next_seq) {
+  Impl(const WriterOptions& opt, Env* env, std::string dir, std::unique_ptr<FileLock> lock,
+       uint64_t next_seq)
+      : opt_(opt), env_(env), dir_(std::move(dir)), lock_(std::move(lock)), next_seq_(next_seq) {
     last_flush_ = last_stats_ = env_->MonotonicMicros();
     Reserve();
     thread_ = std::thread([this] { Run(); });
@@ -139,8 +123,7 @@ class Writer::Impl {
     }
     cv_.notify_one();
     if (thread_.joinable()) thread_.join();
-    if (lock_fd_ >= 0) ::close(lock_fd_);  // readers now see the stream as finished
-    lock_fd_ = -1;
+    lock_.reset();  // readers now see the stream as finished
     std::lock_guard<std::mutex> lock(mu_);
     return first_error_;
   }
@@ -504,7 +487,7 @@ class Writer::Impl {
   const WriterOptions opt_;
   Env* const env_;
   const std::string dir_;
-  int lock_fd_;
+  std::unique_ptr<FileLock> lock_;  // RUN/<stream>/LOCK, held for the writer's lifetime
 
   std::mutex listener_mu_;  // held while the listener runs
   std::function<void()> listener_;
@@ -558,8 +541,11 @@ Result<std::unique_ptr<Writer>> Writer::Open(const WriterOptions& options) {
     return Status::InvalidArgument("invalid stream name '" + options.stream + "'");
   std::string dir = JoinPath(options.run_dir, options.stream);
   TS_RETURN_IF_ERROR(env->CreateDirs(dir));
-  auto lock = LockStream(dir);
-  if (!lock.ok()) return lock.status();
+  // Only one writer per stream: an exclusive lock on RUN/<stream>/LOCK for its lifetime.
+  auto lock = env->LockFile(JoinPath(dir, schema::kLockFile));
+  if (lock.status().code() == Status::Code::kAlreadyExists)
+    return Status::AlreadyExists(dir + " is being written by another process (LOCK is held)");
+  if (!lock.ok()) return Status::IOError(JoinPath(dir, schema::kLockFile) + ": cannot open lock file");
   // Never append to an existing segment (it may end in a torn record): continue numbering.
   uint64_t next_seq = 0;
   auto names = env->ListDir(dir);
@@ -570,7 +556,7 @@ Result<std::unique_ptr<Writer>> Writer::Open(const WriterOptions& options) {
     }
   }
   return std::unique_ptr<Writer>(
-      new Writer(std::make_unique<Impl>(options, env, dir, *lock, next_seq)));
+      new Writer(std::make_unique<Impl>(options, env, dir, std::move(*lock), next_seq)));
 }
 
 bool Writer::AddScalar(ScalarRecord r) { return impl_->Enqueue(std::move(r)); }

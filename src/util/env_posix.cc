@@ -5,9 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "trainscope/types.h"
@@ -81,21 +85,27 @@ class PosixWritableFile : public WritableFile {
   uint64_t kicked_ = size_;  // bytes handed to StartWriteback (or synced) so far
 };
 
-Status SyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return PosixError(dir, errno);
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) return PosixError(dir, err);
-  return Status::OK();
-}
+// The flock LockFile takes: released when the descriptor closes (or the process dies).
+class PosixFileLock : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override { ::close(fd_); }
+
+ private:
+  int fd_;
+};
 
 }  // namespace
 
 Env* Env::Default() {
   static Env* env = new Env();  // never destroyed: safe from other threads at exit
   return env;
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return path.substr(0, slash == 0 ? 1 : slash);
 }
 
 std::string JoinPath(std::string_view a, std::string_view b) {
@@ -113,6 +123,12 @@ Result<std::unique_ptr<WritableFile>> Env::NewAppendableFile(const std::string& 
   uint64_t size = 0;
   if (::fstat(fd, &st) == 0) size = static_cast<uint64_t>(st.st_size);
   return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd, size));
+}
+
+Result<std::unique_ptr<WritableFile>> Env::NewWritableFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return PosixError(path, errno);
+  return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd, 0));
 }
 
 Status Env::CreateDirs(const std::string& path) {
@@ -251,38 +267,43 @@ Result<bool> Env::LockHeld(const std::string& path) {
   return held;
 }
 
-Status Env::WriteFileAtomic(const std::string& path, std::string_view contents) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return PosixError(tmp, errno);
-  const char* p = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return PosixError(tmp, err);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
+Result<std::unique_ptr<FileLock>> Env::LockFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return PosixError(path, errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
     ::close(fd);
-    ::unlink(tmp.c_str());
-    return PosixError(tmp, err);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
+    if (err == EWOULDBLOCK) return Status::AlreadyExists(path + ": held by another process");
     return PosixError(path, err);
   }
-  size_t slash = path.rfind('/');
-  return SyncDir(slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash));
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
+  return std::unique_ptr<FileLock>(new PosixFileLock(fd));
+}
+
+Status Env::WriteFileAtomic(const std::string& path, std::string_view contents) {
+  static std::atomic<uint64_t> counter{0};
+  // Unique per process and call: two threads replacing one file never share a temp file.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                    std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+  auto f = NewWritableFile(tmp);
+  if (!f.ok()) return f.status();
+  Status s = (*f)->Append(contents);
+  if (s.ok()) s = (*f)->Sync();
+  Status closed = (*f)->Close();
+  if (s.ok()) s = closed;
+  if (s.ok()) s = RenameFile(tmp, path);
+  if (!s.ok()) {
+    (void)RemoveFile(tmp);
+    return s;
+  }
+  return SyncDir(DirName(path));
+}
+
+Status Env::WriteFileAtomicCreatingDirs(const std::string& path, std::string_view contents) {
+  std::string dir = DirName(path);
+  if (dir != "." && dir != "/") TS_RETURN_IF_ERROR(CreateDirs(dir));
+  return WriteFileAtomic(path, contents);
 }
 
 Status Env::RemoveFile(const std::string& path) {
@@ -293,6 +314,35 @@ Status Env::RemoveFile(const std::string& path) {
 Status Env::RenameFile(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) return PosixError(from, errno);
   return Status::OK();
+}
+
+Status Env::SyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return PosixError(dir, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return PosixError(dir, err);
+  return Status::OK();
+}
+
+Result<std::string> Env::RealPath(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) == nullptr) return PosixError(path, errno);
+  return std::string(buf);
+}
+
+std::string Env::NormalPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string out = fs::weakly_canonical(fs::absolute(path, ec), ec).string();
+  return ec ? "" : out;
+}
+
+std::string Env::HostName() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
 }
 
 int64_t Env::NowMicros() { return trainscope::NowMicros(); }

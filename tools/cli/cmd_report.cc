@@ -2,12 +2,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "command.h"
 #include "trainscope/report.h"
+#include "util/env.h"
 
 namespace trainscope::cli {
 namespace {
@@ -25,24 +24,6 @@ history database ($TRAINSCOPE_HOME/history.db by default) for `trainscope ls/sho
 Cost: --price-per-hour USD, or --instance TYPE (a type from data/instances.json, e.g.
 p3.2xlarge, g5.xlarge, a2-highgpu-1g, Standard_NC6s_v3), else the run's configuration
 ("instance_type" or "price_per_hour" in run.json's config).)";
-
-// Writes `text` to `path` atomically (temp file + rename), creating directories.
-Status WriteFileAtomic(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path p(path);
-  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return Status::IOError("cannot write " + tmp);
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) return Status::IOError("cannot rename " + tmp + ": " + ec.message());
-  return Status::OK();
-}
 
 int Report(Context& ctx) {
   Args args(ctx.args);
@@ -91,14 +72,14 @@ int Report(Context& ctx) {
     return 2;
   }
   RunAnalysis a = Analyze(*data, *cost);
-  namespace fs = std::filesystem;
-  std::string html_path = has_out ? out : (fs::path(run) / "report" / "report.html").string();
-  std::string json_path = (fs::path(run) / "report" / "summary.json").string();
+  std::string html_path = has_out ? out : JoinPath(run, "report/report.html");
+  std::string json_path = JoinPath(run, "report/summary.json");
   RenderOptions ro;
   ro.out_html = html_path;
   std::string summary = SummaryJson(a);
-  Status st = WriteFileAtomic(html_path, ReportHtml(*data, a, ro));
-  if (st.ok()) st = WriteFileAtomic(json_path, summary);
+  Env* env = Env::Default();
+  Status st = env->WriteFileAtomicCreatingDirs(html_path, ReportHtml(*data, a, ro));
+  if (st.ok()) st = env->WriteFileAtomicCreatingDirs(json_path, summary);
   if (!st.ok()) {
     ctx.err << "trainscope report: " << st.ToString() << "\n";
     return 1;

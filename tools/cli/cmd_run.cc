@@ -28,6 +28,7 @@
 #include "trainscope/server.h"
 #include "trainscope/sysmon.h"
 #include "trainscope/writer.h"
+#include "util/env.h"
 
 namespace trainscope::cli {
 namespace {
@@ -64,9 +65,8 @@ constexpr char kUsage[] =
     "Default RUN: runs/<command>-<yyyymmdd-hhmmss>.";
 
 std::string HostName() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof(buf) - 1);
-  return buf[0] ? buf : "host";
+  std::string h = Env::Default()->HostName();
+  return h.empty() ? "host" : h;
 }
 
 std::string DefaultRunDir(const std::string& command) {

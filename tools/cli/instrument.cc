@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "util/env.h"
+
 namespace trainscope::cli {
 namespace {
 
@@ -80,18 +82,12 @@ std::string Absolute(const std::string& p) {
 Result<std::map<std::string, std::string>> PrepareInstrumentation(const InstrumentOptions& o) {
   const std::string run_dir = Absolute(o.run_dir);
   const std::string boot = run_dir + "/instrument/boot";
-  std::error_code ec;
-  std::filesystem::create_directories(boot, ec);
-  if (ec) return Status::IOError("cannot create " + boot + ": " + ec.message());
+  Env* fs_env = Env::Default();
+  Status made = fs_env->CreateDirs(boot);
+  if (!made.ok()) return Status::IOError("cannot create " + boot + ": " + made.message());
   const std::string path = boot + "/sitecustomize.py";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << kBootstrap;
-    if (!f.flush()) return Status::IOError("cannot write " + tmp);
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Status::IOError("cannot write " + path + ": " + ec.message());
+  Status wrote = fs_env->WriteFileAtomic(path, kBootstrap);
+  if (!wrote.ok()) return Status::IOError("cannot write " + path + ": " + wrote.message());
 
   std::map<std::string, std::string> env;
   const char* old = std::getenv("PYTHONPATH");
