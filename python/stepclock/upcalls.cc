@@ -94,6 +94,7 @@ bool Absorb(Clock* c, const char* where) {
   if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
   PyObject* w = PyUnicode_FromString(where);
   PyObject* r = w ? CallHook(c, kUpFail, w, value ? value : Py_None) : nullptr;
+  Py_XDECREF(w);
   if (r == nullptr) PyErr_Clear();
   Py_XDECREF(r);
   Py_XDECREF(type);
