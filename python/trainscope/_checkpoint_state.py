@@ -1,13 +1,14 @@
 """What a checkpoint holds and how it is put back: the model, optimizers, scheduler, extra
 state, the RNG states (Python, NumPy, torch CPU and CUDA) and the step counters of the
-Checkpointer and its hook (docs/checkpoints.md, "What is saved")."""
+Checkpointer and its hook (docs/checkpoints.md, "What is saved"); finding the newest valid
+checkpoint and what a resume records."""
 from __future__ import annotations
 
 import logging
 import random
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Tuple
 
-from ._checkpoint_files import now_us
+from ._checkpoint_files import list_checkpoints, now_us, verify_checkpoint
 
 log = logging.getLogger("trainscope")
 
@@ -103,3 +104,48 @@ class CheckpointState:
             hs = state.get("hook") or {"step_count": int(ts_.get("global_step", self.step)),
                                         "mode_steps": {str(_TRAIN): self.step}}
             h.load_state_dict(hs)
+
+    def _load_latest(self, accept) -> Optional[Tuple[dict, dict]]:
+        import torch
+        for meta in reversed(list_checkpoints(self.dir)):
+            if not accept(meta):
+                continue
+            why = verify_checkpoint(meta)
+            state = None
+            if why is None:
+                try:
+                    # weights_only: a run directory may be writable by others, and a pickle
+                    # could run their code; our state is tensors and plain values only
+                    state = torch.load(meta["path"], map_location="cpu", weights_only=True)
+                    if not isinstance(state, dict) or state.get("format") != FORMAT:
+                        why = "not a trainscope checkpoint"
+                except Exception as e:
+                    why = f"torch.load failed: {type(e).__name__}: {e}"
+            if why is not None:
+                log.warning("trainscope: skipping checkpoint %s: %s", meta["path"], why)
+                self._event("checkpoint_invalid", {"path": meta["path"],
+                                                   "step": meta["step"], "reason": why})
+                continue
+            return meta, state
+        return None
+
+    def _resume_fields(self, meta: dict) -> dict:
+        fields = {"from_step": self.step, "global_step": meta.get("global_step", self.step),
+                  "checkpoint": meta["path"], "lost_steps": None, "lost_time_s": None,
+                  "down_time_s": None}
+        h = self.hook
+        if h is None:
+            return fields
+        try:
+            from .reader import open_run
+            h.flush()
+            recs = [r for r in open_run(h.out_dir, refresh_interval_s=0).step_records(h.worker)
+                    if int(r["mode"]) == _TRAIN and r["end_us"] < self._created_us]
+            if recs:
+                last = max(recs, key=lambda r: r["end_us"])
+                fields["lost_steps"] = max(0, int(last["mode_step"]) + 1 - self.step)
+                fields["lost_time_s"] = max(0.0, (last["end_us"] - int(meta["wall_us"])) / 1e6)
+                fields["down_time_s"] = max(0.0, (now_us() - last["end_us"]) / 1e6)
+        except Exception as e:
+            log.debug("trainscope: resume: previous steps not read: %s", e)
+        return fields

@@ -378,52 +378,6 @@ class Checkpointer(CheckpointState, PreemptionSignals):
     def _clean_temp(self) -> None:
         clean_temp(self.dir, self._pid)
 
-    # =========================================================================== loading
-    def _load_latest(self, accept) -> Optional[Tuple[dict, dict]]:
-        import torch
-        for meta in reversed(list_checkpoints(self.dir)):
-            if not accept(meta):
-                continue
-            why = verify_checkpoint(meta)
-            state = None
-            if why is None:
-                try:
-                    # weights_only: a run directory may be writable by others, and a pickle
-                    # could run their code; our state is tensors and plain values only
-                    state = torch.load(meta["path"], map_location="cpu", weights_only=True)
-                    if not isinstance(state, dict) or state.get("format") != FORMAT:
-                        why = "not a trainscope checkpoint"
-                except Exception as e:
-                    why = f"torch.load failed: {type(e).__name__}: {e}"
-            if why is not None:
-                log.warning("trainscope: skipping checkpoint %s: %s", meta["path"], why)
-                self._event("checkpoint_invalid", {"path": meta["path"],
-                                                   "step": meta["step"], "reason": why})
-                continue
-            return meta, state
-        return None
-
-    def _resume_fields(self, meta: dict) -> dict:
-        fields = {"from_step": self.step, "global_step": meta.get("global_step", self.step),
-                  "checkpoint": meta["path"], "lost_steps": None, "lost_time_s": None,
-                  "down_time_s": None}
-        h = self.hook
-        if h is None:
-            return fields
-        try:
-            from .reader import open_run
-            h.flush()
-            recs = [r for r in open_run(h.out_dir, refresh_interval_s=0).step_records(h.worker)
-                    if int(r["mode"]) == _TRAIN and r["end_us"] < self._created_us]
-            if recs:
-                last = max(recs, key=lambda r: r["end_us"])
-                fields["lost_steps"] = max(0, int(last["mode_step"]) + 1 - self.step)
-                fields["lost_time_s"] = max(0.0, (last["end_us"] - int(meta["wall_us"])) / 1e6)
-                fields["down_time_s"] = max(0.0, (_now_us() - last["end_us"]) / 1e6)
-        except Exception as e:
-            log.debug("trainscope: resume: previous steps not read: %s", e)
-        return fields
-
     # ========================================================================== rollback
     # The rollback action's executor: rollback.py (RollbackExecutor), over this Checkpointer.
     def _check_rollback(self) -> bool:

@@ -110,6 +110,29 @@ TEST(CheckpointRecord, RecordsOfThePreviousVersionStillParse) {
   EXPECT_EQ(lt->crc32c, 0x0a1b2c3du);
 }
 
+TEST(CheckpointRecord, TheExampleOfTheFormatDocParses) {
+  std::ifstream doc(std::string(TS_SOURCE_DIR) + "/docs/format.md");
+  std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+  size_t section = text.find("## 10. Checkpoint commit records");
+  ASSERT_NE(section, std::string::npos);
+  size_t start = text.find("```json\n", section);
+  ASSERT_NE(start, std::string::npos);
+  start += 8;
+  size_t end = text.find("```", start);
+  auto r = ParseCheckpointRecord(text.substr(start, end - start));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->version, kCheckpointRecordVersion);
+  EXPECT_EQ(r->step, 500);
+  EXPECT_EQ(r->global_step, 540);
+  EXPECT_EQ(r->crc32c, 0x9b1f03c2u);
+  EXPECT_EQ(r->front_end, "pytorch");
+  EXPECT_EQ(r->extra_json, R"({"lr_scale":1.0,"finite":true})");
+  // written back, it is the same record
+  auto again = ParseCheckpointRecord(CheckpointRecordToJson(*r));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(CheckpointRecordToJson(*again), CheckpointRecordToJson(*r));
+}
+
 TEST(CheckpointRecord, MalformedRecordsAreClearErrors) {
   auto bad = [](const char* json) {
     auto r = ParseCheckpointRecord(json);
