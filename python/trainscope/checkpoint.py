@@ -41,6 +41,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ._modes import Mode
+from ._schema import EVENT
 
 log = logging.getLogger("trainscope")
 
@@ -402,7 +403,7 @@ class Checkpointer:
         self._restore(state)
         self.start_step = self.step
         self._last_saved = self.step
-        self._event("resumed", self._resume_fields(meta))
+        self._event(EVENT.RESUMED, self._resume_fields(meta))
         log.info("trainscope: resumed from %s (step %d)", meta["path"], self.step)
         return self.step
 
@@ -567,7 +568,7 @@ class Checkpointer:
             path = c[-1]["path"] if c else None
         else:
             path = self._save("preempt")
-        self._event("preempted", {
+        self._event(EVENT.PREEMPTED, {
             "signal": self._preempt_signal, "step": self.step,
             "global_step": self.hook.step_count if self.hook is not None else self.step,
             "checkpoint": path,
@@ -639,7 +640,7 @@ class Checkpointer:
             if self.check_finite and not self._finite():
                 log.warning("trainscope: step %d: parameters are not finite; checkpoint "
                             "skipped", step)
-                self._event("checkpoint_skipped", {"step": step, "reason": "non-finite "
+                self._event(EVENT.CHECKPOINT_SKIPPED, {"step": step, "reason": "non-finite "
                                                    "parameters", "trigger": reason})
                 return None
             import torch
@@ -677,7 +678,7 @@ class Checkpointer:
             self._durations.append(dur)
             self._bytes_last = w.bytes
             st = self.stats()
-            self._event("checkpoint", {
+            self._event(EVENT.CHECKPOINT, {
                 "step": step, "global_step": meta["global_step"], "path": pt,
                 "bytes": w.bytes, "duration_us": int(dur * 1e6), "reason": reason,
                 "total_s": st["total_s"], "share": st["share"]})
@@ -743,7 +744,7 @@ class Checkpointer:
                     why = f"torch.load failed: {type(e).__name__}: {e}"
             if why is not None:
                 log.warning("trainscope: skipping checkpoint %s: %s", meta["path"], why)
-                self._event("checkpoint_invalid", {"path": meta["path"],
+                self._event(EVENT.CHECKPOINT_INVALID, {"path": meta["path"],
                                                    "step": meta["step"], "reason": why})
                 continue
             return meta, state
@@ -832,7 +833,7 @@ class Checkpointer:
                 self._seen_firings[rid] = n
                 return self._rollback(rid, n, st)
         if self._rb_count and h.step_count >= self._rb_recover_at:
-            self._event("rollback_recovered", {"step": h.step_count, "after": self._rb_count})
+            self._event(EVENT.ROLLBACK_RECOVERED, {"step": h.step_count, "after": self._rb_count})
             self._rb_count = 0
         return False
 
@@ -911,7 +912,7 @@ class Checkpointer:
         self._stop_saved = False
         self._rb_recover_at = bad + (rb.recovery_steps or self.every_steps or 100)
         to_step = int(meta.get("global_step", self.step))
-        self._event("rollback", {
+        self._event(EVENT.ROLLBACK, {
             "rule": rid, "from_step": from_step, "to_step": to_step, "bad_step": bad,
             "train_step": self.step, "lr_factor": rb.lr_factor, "lr_scale": self.lr_scale,
             "skip_batches": rb.skip_batches, "count": self._rb_count,
@@ -936,7 +937,7 @@ class Checkpointer:
 
     def _give_up(self, rid: str, from_step: int, bad: int, why: str) -> bool:
         self._gave_up = True
-        self._event("rollback_failed", {"rule": rid, "from_step": from_step, "bad_step": bad,
+        self._event(EVENT.ROLLBACK_FAILED, {"rule": rid, "from_step": from_step, "bad_step": bad,
                                         "reason": why, "count": self._rb_count})
         log.warning("trainscope: rollback for %s impossible (%s); stopping", rid, why)
         self.hook._request_stop_inprocess(f"rollback: {rid}: {why}", source="rollback")
@@ -957,4 +958,4 @@ class Checkpointer:
         msg = f"{type(exc).__name__}: {exc}"
         if self._errors == 1 or self._errors % 100 == 0:
             log.warning("trainscope: checkpoint %s failed (training continues): %s", where, msg)
-        self._event("checkpoint_failed", dict(fields or {}, where=where, message=msg))
+        self._event(EVENT.CHECKPOINT_FAILED, dict(fields or {}, where=where, message=msg))
