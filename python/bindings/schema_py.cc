@@ -13,7 +13,8 @@ namespace trainscope::pyb {
 void InitSchema(py::module_& m) {
   py::module_ s = m.def_submodule("schema", "The names a run uses (include/trainscope/schema.h).");
   s.attr("JSON") = schema::SchemaJson();
-  s.def("web_script", &schema::WebScript, "The script the report embeds (window.TrainscopeSchema).");
+  s.def("web_script", &schema::WebScript,
+        "The script the report embeds (window.TrainscopeSchema).");
   s.def(
       "canonical_event_kind",
       [](const std::string& kind) { return std::string(schema::CanonicalEventKind(kind)); },
@@ -41,7 +42,8 @@ void InitSchema(py::module_& m) {
                                                                           : "other";
         return std::make_pair(std::string(kind), p->worker);
       },
-      py::arg("name"), "'trace-worker-0.json' -> ('trace', 'worker-0'); None if not a profile file.");
+      py::arg("name"),
+      "'trace-worker-0.json' -> ('trace', 'worker-0'); None if not a profile file.");
 }
 
 }  // namespace trainscope::pyb

@@ -9,6 +9,7 @@ import random
 from typing import Any, Dict, Optional, Tuple
 
 from ._checkpoint_files import list_checkpoints, now_us, verify_checkpoint
+from ._schema import EVENT
 
 log = logging.getLogger("trainscope")
 
@@ -123,7 +124,7 @@ class CheckpointState:
                     why = f"torch.load failed: {type(e).__name__}: {e}"
             if why is not None:
                 log.warning("trainscope: skipping checkpoint %s: %s", meta["path"], why)
-                self._event("checkpoint_invalid", {"path": meta["path"],
+                self._event(EVENT.CHECKPOINT_INVALID, {"path": meta["path"],
                                                    "step": meta["step"], "reason": why})
                 continue
             return meta, state

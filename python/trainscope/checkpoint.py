@@ -44,6 +44,7 @@ from ._checkpoint_state import _TRAIN, FORMAT, VERSION, CheckpointState  # noqa:
 from ._modes import Mode
 from ._preemption import (PREEMPTED_EXIT_CODE, PreemptionSignals,  # noqa: F401
                           preemption_safe_worker_init)
+from ._schema import EVENT
 from .rollback import Rollback, RollbackExecutor, is_rollback_action, split_rollback  # noqa: F401
 
 log = logging.getLogger("trainscope")
@@ -168,7 +169,7 @@ class Checkpointer(CheckpointState, PreemptionSignals):
         self._restore(state)
         self.start_step = self.step
         self._last_saved = self.step
-        self._event("resumed", self._resume_fields(meta))
+        self._event(EVENT.RESUMED, self._resume_fields(meta))
         log.info("trainscope: resumed from %s (step %d)", meta["path"], self.step)
         return self.step
 
@@ -303,7 +304,7 @@ class Checkpointer(CheckpointState, PreemptionSignals):
             path = c[-1]["path"] if c else None
         else:
             path = self._save("preempt")
-        self._event("preempted", {
+        self._event(EVENT.PREEMPTED, {
             "signal": self._preempt_signal, "step": self.step,
             "global_step": self.hook.step_count if self.hook is not None else self.step,
             "checkpoint": path,
@@ -334,7 +335,7 @@ class Checkpointer(CheckpointState, PreemptionSignals):
             if self.check_finite and not self._finite():
                 log.warning("trainscope: step %d: parameters are not finite; checkpoint "
                             "skipped", step)
-                self._event("checkpoint_skipped", {"step": step, "reason": "non-finite "
+                self._event(EVENT.CHECKPOINT_SKIPPED, {"step": step, "reason": "non-finite "
                                                    "parameters", "trigger": reason})
                 return None
             import torch
@@ -350,7 +351,7 @@ class Checkpointer(CheckpointState, PreemptionSignals):
             self._durations.append(dur)
             self._bytes_last = meta["bytes"]
             st = self.stats()
-            self._event("checkpoint", {
+            self._event(EVENT.CHECKPOINT, {
                 "step": step, "global_step": meta["global_step"], "path": pt,
                 "bytes": meta["bytes"], "duration_us": int(dur * 1e6), "reason": reason,
                 "total_s": st["total_s"], "share": st["share"]})
@@ -401,4 +402,4 @@ class Checkpointer(CheckpointState, PreemptionSignals):
         msg = f"{type(exc).__name__}: {exc}"
         if self._errors == 1 or self._errors % 100 == 0:
             log.warning("trainscope: checkpoint %s failed (training continues): %s", where, msg)
-        self._event("checkpoint_failed", dict(fields or {}, where=where, message=msg))
+        self._event(EVENT.CHECKPOINT_FAILED, dict(fields or {}, where=where, message=msg))

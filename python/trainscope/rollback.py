@@ -14,6 +14,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
+from ._schema import EVENT
+
 if TYPE_CHECKING:  # pragma: no cover
     from .checkpoint import Checkpointer
 
@@ -166,7 +168,7 @@ class RollbackExecutor:
                 self._seen_firings[rid] = n
                 return self._rollback(rid, n, st)
         if ck._rb_count and h.step_count >= ck._rb_recover_at:
-            ck._event("rollback_recovered", {"step": h.step_count, "after": ck._rb_count})
+            ck._event(EVENT.ROLLBACK_RECOVERED, {"step": h.step_count, "after": ck._rb_count})
             ck._rb_count = 0
         return False
 
@@ -242,7 +244,7 @@ class RollbackExecutor:
         ck._stop_saved = False
         ck._rb_recover_at = bad + (rb.recovery_steps or ck.every_steps or 100)
         to_step = int(meta.get("global_step", ck.step))
-        ck._event("rollback", {
+        ck._event(EVENT.ROLLBACK, {
             "rule": rid, "from_step": from_step, "to_step": to_step, "bad_step": bad,
             "train_step": ck.step, "lr_factor": rb.lr_factor, "lr_scale": ck.lr_scale,
             "skip_batches": rb.skip_batches, "count": ck._rb_count,
@@ -269,7 +271,7 @@ class RollbackExecutor:
     def _give_up(self, rid: str, from_step: int, bad: int, why: str) -> bool:
         ck = self.ckpt
         ck._gave_up = True
-        ck._event("rollback_failed", {"rule": rid, "from_step": from_step, "bad_step": bad,
+        ck._event(EVENT.ROLLBACK_FAILED, {"rule": rid, "from_step": from_step, "bad_step": bad,
                                       "reason": why, "count": ck._rb_count})
         log.warning("trainscope: rollback for %s impossible (%s); stopping", rid, why)
         ck.hook._request_stop_inprocess(f"rollback: {rid}: {why}", source="rollback")

@@ -13,8 +13,9 @@ bool EndsWith(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
 bool AllDigits(std::string_view s) {
-  return !s.empty() &&
-         std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+           return std::isdigit(static_cast<unsigned char>(c));
+         });
 }
 int ToInt(std::string_view digits) {
   int v = 0;
@@ -166,16 +167,13 @@ SystemSampleView ParseSystemSample(const SystemSampleRecord& r) {
 const std::vector<std::string_view>& EventKinds() {
   using namespace event;  // NOLINT: the list below is the namespace, in order
   static const std::vector<std::string_view> kinds = {
-      kRunStart,     kRunEnd,          kStreamEnd,         kHookError,
-      kStorageWarning, kTorchCompile,  kNonfiniteLossStop, kProfilerWindow,
-      kStopRequested, kStopRequestInvalid, kStopHonoured,  kStopDeferred,
-      kStopAgreed,   kStopSyncOn,      kStopSyncOff,       kStopSyncStats,
-      kStacksCaptured, kCheckpoint,    kCheckpointSkipped, kCheckpointInvalid,
-      kCheckpointFailed, kPreempted,   kResumed,           kRollback,
-      kRollbackRecovered, kRollbackFailed, kLaunchFailed,  kChildStarted,
-      kSignalForwarded, kChildTerminated, kChildExited,    kInstrumentation,
-      kInstrumentationStoodDown, kInstrumentationFailed, kIntegration, kLightning,
-      kTransformers, kTrainingFailed};
+      kRunStart, kRunEnd, kStreamEnd, kHookError, kStorageWarning, kTorchCompile,
+      kNonfiniteLossStop, kProfilerWindow, kStopRequested, kStopRequestInvalid, kStopHonoured,
+      kStopDeferred, kStopAgreed, kStopSyncOn, kStopSyncOff, kStopSyncStats, kStacksCaptured,
+      kCheckpoint, kCheckpointSkipped, kCheckpointInvalid, kCheckpointFailed, kPreempted, kResumed,
+      kRollback, kRollbackRecovered, kRollbackFailed, kLaunchFailed, kChildStarted,
+      kSignalForwarded, kChildTerminated, kChildExited, kInstrumentation, kInstrumentationStoodDown,
+      kInstrumentationFailed, kIntegration, kLightning, kTransformers, kTrainingFailed};
   return kinds;
 }
 

@@ -17,7 +17,8 @@ TEST(SchemaTest, BuildsAndParsesIndexedMetricNames) {
   ASSERT_TRUE(ParseGpuMetric("gpu12.mem_used_bytes", &i, &field));
   EXPECT_EQ(i, 12);
   EXPECT_EQ(field, "mem_used_bytes");
-  for (const char* not_gpu : {"gpu.count", "gpu", "gpux.util", "gpu3util", "cpu.util", "gpu1x.util"}) {
+  for (const char* not_gpu :
+       {"gpu.count", "gpu", "gpux.util", "gpu3util", "cpu.util", "gpu1x.util"}) {
     EXPECT_FALSE(ParseGpuMetric(not_gpu, &i, &field)) << not_gpu;
   }
   ASSERT_TRUE(ParseCoreMetric("cpu.core7.util", &i, &field));

@@ -174,9 +174,11 @@ void SampleBuilder::BuildPressure(int64_t now_us, Metrics* out) {
       }
       if (p.state.have_prev) {
         const double s = Seconds(p.state.prev_us, now_us);
-        m.emplace_back(schema::PsiMetric(p.name, schema::psi::kSomeStallPct), StallPercent(p.state.prev.some, snap.some, s));
+        m.emplace_back(schema::PsiMetric(p.name, schema::psi::kSomeStallPct),
+                       StallPercent(p.state.prev.some, snap.some, s));
         if (snap.full.present && p.state.prev.full.present) {
-          m.emplace_back(schema::PsiMetric(p.name, schema::psi::kFullStallPct), StallPercent(p.state.prev.full, snap.full, s));
+          m.emplace_back(schema::PsiMetric(p.name, schema::psi::kFullStallPct),
+                         StallPercent(p.state.prev.full, snap.full, s));
         }
       }
       p.state.prev = snap;
