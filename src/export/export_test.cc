@@ -16,6 +16,9 @@
 #include "export/protobuf.h"
 #include "trainscope/writer.h"
 #include "util/crc32c.h"
+#include "util/env.h"
+#include "util/testing/fault_env.h"
+#include "util/testing/mem_env.h"
 #include "util/testing/temp_dir.h"
 
 namespace trainscope {
@@ -543,6 +546,44 @@ TEST_F(ExportTest, EveryFormatRunsThroughTheExporterInterface) {
   ExportOptions replace;
   replace.overwrite = true;
   EXPECT_TRUE(FindExporter("tensorboard")->Export(run_, tb, replace).ok());
+}
+
+// Every format reads the run and writes its output through the Env it is given: a run copied
+// into memory exports into memory, and a failing disk is an error, not a half-written file.
+TEST_F(ExportTest, EveryFormatReadsAndWritesThroughItsEnv) {
+  testing::MemEnv mem;
+  Env* disk = Env::Default();
+  for (const std::string& stream : {std::string(""), std::string("worker-0")}) {
+    const std::string from = stream.empty() ? run_ : JoinPath(run_, stream);
+    ASSERT_TRUE(mem.CreateDirs(JoinPath("/run", stream)).ok());
+    auto names = disk->ListDir(from);
+    ASSERT_TRUE(names.ok());
+    for (const auto& name : *names) {
+      std::string bytes;
+      if (!disk->ReadFile(JoinPath(from, name), &bytes).ok()) continue;  // a directory
+      mem.files[JoinPath(JoinPath("/run", stream), name)] = bytes;
+    }
+  }
+  for (const Exporter* e : Exporters()) {
+    ExportOptions o;
+    o.env = &mem;
+    const std::string out = std::string("/out/") + e->name() +
+                            (std::string(e->output()) == "FILE.json" ? ".json" : "");
+    auto files = e->Export("/run", out, o);
+    ASSERT_TRUE(files.ok()) << e->name() << ": " << files.status().ToString();
+    for (const auto& f : *files) {
+      EXPECT_GT(mem.files.count(f), 0u) << f << " was not written through the Env";
+      EXPECT_FALSE(disk->FileExists(f)) << f;
+    }
+  }
+  EXPECT_NE(mem.files["/out/csv/scalars.csv"].find("losses/loss"), std::string::npos);
+  testing::FaultEnv full(&mem);
+  full.SetDiskFull(true);
+  ExportOptions o;
+  o.env = &full;
+  EXPECT_EQ(FindExporter("csv")->Export("/run", "/out/full", o).status().code(),
+            Status::Code::kIOError);
+  EXPECT_FALSE(mem.FileExists("/out/full/scalars.csv"));  // no torn file under the real name
 }
 
 }  // namespace

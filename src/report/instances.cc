@@ -55,7 +55,9 @@ Result<InstanceCatalog> LoadInstanceCatalog(Env* env) {
   if (const char* path = std::getenv("TRAINSCOPE_INSTANCES"); path && *path) {
     if (!env) env = Env::Default();
     std::string text;
-    if (!env->ReadFile(path, &text).ok()) return Status::NotFound(std::string("cannot read ") + path);
+    if (!env->ReadFile(path, &text).ok()) {
+      return Status::NotFound(std::string("cannot read ") + path);
+    }
     return ParseInstanceCatalog(text);
   }
   std::string_view embedded = WebAsset("instances.json");

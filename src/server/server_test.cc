@@ -22,6 +22,7 @@
 #include "trainscope/schema.h"
 #include "trainscope/writer.h"
 #include "util/env.h"
+#include "util/testing/mem_env.h"
 #include "util/testing/temp_dir.h"
 
 namespace trainscope {
@@ -247,6 +248,42 @@ TEST_F(DashboardTest, ServesTheSchemaScriptFromTheCore) {
   ASSERT_EQ(r.status, 200) << r.head;
   EXPECT_EQ(r.body, schema::WebScript());  // generated, never a file of the web root
   EXPECT_NE(r.head.find("javascript"), std::string::npos) << r.head;
+}
+
+// The server reads runs, serves files and writes stop requests through its Env: here every
+// run, the web root and the stop request live in memory.
+TEST(Dashboard, ServesRunsAndFilesThroughItsEnv) {
+  testing::MemEnv env;
+  RunManifest m;
+  ASSERT_TRUE(CreateOrOpenRun("/runs/r1", &m, &env).ok());
+  auto w = Writer::Open({.run_dir = "/runs/r1", .env = &env});
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 3; ++i) (*w)->AddStep({i, Mode::kTrain, i, 1000 * i, 1000 * i + 500});
+  (*w)->Flush();
+  ASSERT_TRUE(env.CreateDirs("/web/dashboard").ok());
+  ASSERT_TRUE(env.WriteFileAtomic("/web/dashboard/index.html", "<html>in memory</html>").ok());
+  DashboardOptions o;
+  o.root_dir = "/runs";
+  o.web_root = "/web";
+  o.security.port = 0;
+  o.refresh_interval_ms = 0;
+  o.env = &env;
+  auto server = DashboardServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  int port = (*server)->port();
+  auto list = nlohmann::json::parse(Get(port, "/api/runs").body);
+  ASSERT_EQ(list["runs"].size(), 1u);
+  EXPECT_EQ(list["runs"][0]["name"], "r1");
+  EXPECT_EQ(list["runs"][0]["live"], true);  // the writer's lock, held in memory
+  EXPECT_EQ(nlohmann::json::parse(Get(port, "/api/runs/r1").body)["steps"].size(), 3u);
+  EXPECT_EQ(Get(port, "/").body, "<html>in memory</html>");
+  auto stop = Post(port, "/api/runs/r1/stop", "", "{\"reason\": \"from memory\"}");
+  EXPECT_EQ(stop.status, 202) << stop.body;
+  std::string reason;
+  EXPECT_TRUE(StopRequested("/runs/r1", &reason, &env));
+  EXPECT_EQ(reason, "from memory");
+  (*server)->Stop();
+  ASSERT_TRUE((*w)->Close().ok());
 }
 
 TEST_F(DashboardTest, MetricsExposeStepTimeRulesAndSystem) {

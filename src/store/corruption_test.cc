@@ -416,7 +416,9 @@ TEST_F(CorruptionTest, UnparseableRunJsonIsSaidAndTheDataStillRead) {
 std::vector<uint64_t> WriteOnDisk(const std::string& run, int n) {
   auto w = Writer::Open({.run_dir = run});
   EXPECT_TRUE(w.ok());
-  for (int s = 0; s < n; ++s) (*w)->AddScalar({"losses/loss", s, Mode::kTrain, s, 0.5 * s, NowMicros()});
+  for (int s = 0; s < n; ++s) {
+    (*w)->AddScalar({"losses/loss", s, Mode::kTrain, s, 0.5 * s, NowMicros()});
+  }
   EXPECT_TRUE((*w)->Close().ok());
   std::vector<uint64_t> offsets;
   auto idx = ReadSegmentIndex(run + "/worker-0/seg-00000000.tsseg");
@@ -432,7 +434,8 @@ TEST(CorruptionOnDisk, FlippedByteInARecordDropsOnlyThatRecord) {
   std::vector<uint64_t> at = WriteOnDisk(tmp.path(), 50);
   ASSERT_EQ(at.size(), 50u);
   {
-    std::fstream f(tmp / "worker-0/seg-00000000.tsseg", std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(tmp / "worker-0/seg-00000000.tsseg",
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(static_cast<std::streamoff>(at[20] + format::kFrameHeaderSize + 2));
     char c = 0;
     f.get(c);

@@ -36,16 +36,19 @@ std::string ErrnoText(const std::string& what) { return what + ": " + std::strer
 
 }  // namespace
 
-Result<std::unique_ptr<Journal>> Journal::Create(const std::string& stream_dir, uint32_t slots) {
+Result<std::unique_ptr<Journal>> Journal::Create(const std::string& stream_dir, uint32_t slots,
+                                                 Env* env) {
   if (slots < 16 || slots > kMaxSlots) return Status::InvalidArgument("journal: bad slot count");
+  if (!env) env = Env::Default();
   std::string path = JoinPath(stream_dir, kFileName);
   // A journal left by an earlier writer of this stream (it died: we hold the stream's LOCK) is
   // kept for readers under the next free number.
-  if (::access(path.c_str(), F_OK) == 0) {
+  if (env->FileExists(path)) {
     for (int n = 1; n < 1000000; ++n) {
       std::string old = JoinPath(stream_dir, "journal." + std::to_string(n) + ".tsj");
-      if (::access(old.c_str(), F_OK) != 0) {
-        if (::rename(path.c_str(), old.c_str()) != 0) return Status::IOError(ErrnoText(old));
+      if (!env->FileExists(old)) {
+        Status moved = env->RenameFile(path, old);
+        if (!moved.ok()) return Status::IOError(old + ": " + moved.message());
         break;
       }
     }

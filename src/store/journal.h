@@ -43,9 +43,12 @@ inline constexpr uint8_t kScalarSlot = 2;
 class Journal {
  public:
   // Creates (replacing) RUN/<stream>/journal.tsj with `slots` slots, reserves its blocks
-  // (posix_fallocate: a full disk is an error here, never a SIGBUS later) and maps it.
+  // (posix_fallocate: a full disk is an error here, never a SIGBUS later) and maps it. A journal
+  // an earlier writer left is renamed through `env` (nullptr: Env::Default()); the new file
+  // itself is a POSIX shared mapping (the page cache keeping it is the point), not an Env file.
   static Result<std::unique_ptr<Journal>> Create(const std::string& stream_dir,
-                                                 uint32_t slots = journal::kDefaultSlots);
+                                                 uint32_t slots = journal::kDefaultSlots,
+                                                 Env* env = nullptr);
   ~Journal();  // unmaps; the file stays (a clean close calls Remove first)
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
