@@ -45,13 +45,14 @@
 #include <string>
 #include <vector>
 
-#include "stepclock/upcalls.h"
 #include "bindings/writer_py.h"
+#include "stepclock/upcalls.h"
+#include "trainscope/schedule.h"
 
 namespace trainscope::pyb::stepclock {
 
 constexpr int kModes = 3;                // TRAIN, EVAL, PREDICT (GLOBAL is never a training mode)
-constexpr long long kNever = 1LL << 62;  // trainscope.collection.NEVER
+constexpr long long kNever = kNeverSaves;  // "never saves": the one schedule's (schedule.h)
 
 inline int64_t MonoNs() {  // CLOCK_MONOTONIC, as time.perf_counter_ns() on Linux
   timespec ts;

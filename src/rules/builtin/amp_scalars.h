@@ -1,5 +1,5 @@
 // Scalars the PyTorch hook records for a torch.amp.GradScaler (hook.register_scaler), one home
-// for their names: written by python/bindings/step_clock.cc (exported to Python as
+// for their names: written by python/stepclock/optimizer.cc (exported to Python as
 // trainscope._core.AMP_LOSS_SCALE / AMP_SKIPPED), read by the amp_loss_scale and
 // exploding_tensor rules. docs/python.md ("Mixed precision") describes them.
 #pragma once
