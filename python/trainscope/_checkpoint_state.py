@@ -107,28 +107,35 @@ class CheckpointState:
             h.load_state_dict(hs)
 
     def _load_latest(self, accept) -> Optional[Tuple[dict, dict]]:
-        import torch
+        """(record, state) of the newest valid checkpoint whose record `accept`s, or None."""
         for meta in reversed(list_checkpoints(self.dir)):
-            if not accept(meta):
-                continue
-            why = verify_checkpoint(meta)
-            state = None
-            if why is None:
-                try:
-                    # weights_only: a run directory may be writable by others, and a pickle
-                    # could run their code; our state is tensors and plain values only
-                    state = torch.load(meta["path"], map_location="cpu", weights_only=True)
-                    if not isinstance(state, dict) or state.get("format") != FORMAT:
-                        why = "not a trainscope checkpoint"
-                except Exception as e:
-                    why = f"torch.load failed: {type(e).__name__}: {e}"
-            if why is not None:
-                log.warning("trainscope: skipping checkpoint %s: %s", meta["path"], why)
-                self._event(EVENT.CHECKPOINT_INVALID, {"path": meta["path"],
-                                                   "step": meta["step"], "reason": why})
-                continue
-            return meta, state
+            if accept(meta):
+                found = self._load_checkpoint(meta)
+                if found is not None:
+                    return found
         return None
+
+    def _load_checkpoint(self, meta: dict) -> Optional[Tuple[dict, dict]]:
+        """(record, state) of one committed checkpoint, or None (checksum or size mismatch,
+        not loadable: said and recorded as checkpoint_invalid)."""
+        import torch
+        why = verify_checkpoint(meta)
+        state = None
+        if why is None:
+            try:
+                # weights_only: a run directory may be writable by others, and a pickle
+                # could run their code; our state is tensors and plain values only
+                state = torch.load(meta["path"], map_location="cpu", weights_only=True)
+                if not isinstance(state, dict) or state.get("format") != FORMAT:
+                    why = "not a trainscope checkpoint"
+            except Exception as e:
+                why = f"torch.load failed: {type(e).__name__}: {e}"
+        if why is not None:
+            log.warning("trainscope: skipping checkpoint %s: %s", meta["path"], why)
+            self._event(EVENT.CHECKPOINT_INVALID, {"path": meta["path"],
+                                                   "step": meta["step"], "reason": why})
+            return None
+        return meta, state
 
     def _resume_fields(self, meta: dict) -> dict:
         fields = {"from_step": self.step, "global_step": meta.get("global_step", self.step),

@@ -41,7 +41,7 @@ from ._checkpoint_files import (clean_temp, delete_checkpoint, list_checkpoints,
                                 verify_checkpoint, write_checkpoint)
 from ._checkpoint_files import now_us as _now_us
 from ._checkpoint_state import _TRAIN, FORMAT, VERSION, CheckpointState  # noqa: F401
-from ._modes import Mode
+from ._hook_link import HookLink
 from ._preemption import (PREEMPTED_EXIT_CODE, PreemptionSignals,  # noqa: F401
                           preemption_safe_worker_init)
 from ._schema import EVENT
@@ -122,7 +122,9 @@ class Checkpointer(CheckpointState, PreemptionSignals):
         os.makedirs(self.dir, exist_ok=True)
         self._clean_temp()
 
-        hook_rb = getattr(hook, "_rollback", None) if hook is not None else None
+        # what this Checkpointer uses of the hook, beside its public API (_hook_link.py)
+        self._link: Optional[HookLink] = HookLink(hook) if hook is not None else None
+        hook_rb = self._link.rollback_spec() if self._link is not None else None
         self.rollback = rollback or (hook_rb or {}).get("action")
         ids = list((hook_rb or {}).get("rules") or [])
         if rollback is not None:
@@ -134,11 +136,12 @@ class Checkpointer(CheckpointState, PreemptionSignals):
         if hook is not None:
             try:
                 hook.add_step_callback(self._on_hook_event)
-                hook._checkpointer = self
+                self._link.attach(self)
             except Exception as e:
                 log.warning("trainscope: this hook has no step callbacks (%s); call "
                             "ckpt.after_step(step) from the loop", e)
                 self.hook = None
+                self._link = None
         self._signals = tuple(preempt_signals or (signal.SIGTERM,))
         if handle_preemption:
             self._install_signals(self._signals)
@@ -247,19 +250,20 @@ class Checkpointer(CheckpointState, PreemptionSignals):
         if self.hook is not None:
             try:
                 self.hook.remove_step_callback(self._on_hook_event)
+                self._link.detach(self)
             except Exception:
                 pass
 
     # ============================================================== hook step boundaries
     def _on_hook_event(self, event: str) -> None:
-        h = self.hook
+        h, link = self.hook, self._link
         if h is None or self._busy:
             return
         self._busy = True
         try:
-            self.step = int(h._mode_steps.get(Mode.TRAIN, 0))
-            if event == "step" and not h._closed:
-                self._boundary(h.step_count, int(h.mode) == _TRAIN)
+            self.step = link.train_steps()
+            if event == "step" and not link.closed:
+                self._boundary(h.step_count, link.in_train())
             elif event == "stop":
                 self._save_for_stop()
             elif event in ("step", "close"):
@@ -273,13 +277,15 @@ class Checkpointer(CheckpointState, PreemptionSignals):
             self._busy = False
 
     def _boundary(self, global_step: int, train_boundary: bool) -> None:
+        # first a rollback the ranks agreed on: every rank runs it at this same boundary
+        if self._link is not None and self._rb.check_agreed():
+            return
         if self._preempt_signal and not self.preempted:
             self._preempt(closing=False)
             return
         if self._rb_rules and self._check_rollback():
             return
-        h = self.hook
-        if h is not None and h._stop_reason is not None:
+        if self._link is not None and self._link.stop_pending:
             self._save_for_stop()
             return
         s = self.step
@@ -288,8 +294,8 @@ class Checkpointer(CheckpointState, PreemptionSignals):
             self._save("interval")
 
     def _save_for_stop(self) -> None:
-        h = self.hook
-        if self._stop_saved or self._gave_up or h is None or h._stop_reason is None:
+        if (self._stop_saved or self._gave_up or self._link is None
+                or not self._link.stop_pending):
             return
         self._stop_saved = True
         if self.step != self._last_saved:
@@ -323,9 +329,9 @@ class Checkpointer(CheckpointState, PreemptionSignals):
             self.close()
             raise SystemExit(PREEMPTED_EXIT_CODE)
         self._stop_saved = True
-        if h is not None:
-            h._request_stop_inprocess(f"preempted (signal {self._preempt_signal})",
-                                      source="signal")
+        if self._link is not None:
+            self._link.request_stop(f"preempted (signal {self._preempt_signal})",
+                                    source="signal")
 
     # ============================================================================ saving
     def _save(self, reason: str) -> Optional[str]:

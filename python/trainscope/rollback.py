@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
@@ -133,6 +134,23 @@ class RollbackExecutor:
     def poll_now(self) -> None:
         self._next_poll_ns = 0
 
+    def check_agreed(self) -> bool:
+        """A rollback the ranks of a distributed job agreed on at the last boundary: every
+        rank's executor runs it here, at the same TRAIN step (True when it acted)."""
+        link = self.ckpt._link
+        d = link.coordinator() if link is not None else None
+        if d is None:
+            return False
+        info = d.take_agreed_rollback()
+        if info is None:
+            return False
+        if not info.get("agreed"):  # held when agreement turned off: this rank alone
+            rb = Rollback(**{k: v for k, v in (info.get("params") or {}).items()
+                             if k in _ROLLBACK_FIELDS})
+            return self._rollback(info.get("rule") or "rule", 0, {}, rb,
+                                  int(info["bad_step"]), alone=True)
+        return self._agreed(d, info)
+
     def check(self) -> bool:
         """True when the state was rolled back (or the training stopped) at this boundary."""
         ck = self.ckpt
@@ -199,27 +217,32 @@ class RollbackExecutor:
         return int(st.get("last_step", h.step_count))
 
     def _rollback(self, rid: str, firing: int, st: dict, rb: Optional[Rollback] = None,
-                  first_step: Optional[int] = None) -> bool:
-        from .checkpoint import list_checkpoints
+                  first_step: Optional[int] = None, alone: bool = False) -> bool:
         ck = self.ckpt
         h = ck.hook
         rb = rb or ck.rollback
-        d = getattr(h, "_dist", None)
-        if d is not None and d.coordinating:
-            # One rank restoring alone would leave the ranks on different weights and step
-            # counters (their agreed boundaries with them): stop every rank together instead.
-            return self._give_up(rid, h.step_count, h.step_count,
-                                 "rollback of one rank in a distributed job is not supported; "
-                                 "all ranks stop together")
         from_step = h.step_count
-        first = ck._firing_step(rid, firing, st) if first_step is None else int(first_step)
-        bad = first - rb.margin_steps
+        if alone:
+            bad = int(first_step)
+        else:
+            first = ck._firing_step(rid, firing, st) if first_step is None else int(first_step)
+            bad = first - rb.margin_steps
         if bad >= from_step:
             log.info("trainscope: %s fired for step %d, not yet run here; ignored", rid, bad)
             return False
         if ck._rb_count >= rb.max_rollbacks:
             return self._give_up(rid, from_step, bad,
                                  f"{ck._rb_count} rollbacks without recovery")
+        d = ck._link.coordinator() if not alone else None
+        if d is not None and d.coordinating:
+            # One rank restoring alone would leave the ranks on different weights and step
+            # counters: the request is held until every rank agrees on it, then every rank
+            # restores the same checkpoint (check_agreed). In TRAIN steps, which all ranks
+            # count alike: a checkpoint of TRAIN step s is before the bad step iff s < bound.
+            bound = ck.step - (from_step - bad)
+            if d.defer_rollback({"rule": rid, "bound": bound, "bad_step": bad,
+                                 "from_step": from_step, "params": rb.to_config()}):
+                return False
         try:
             found = ck._load_latest(lambda m: int(m.get("global_step", m["step"])) < bad
                                     and m.get("finite", True))
@@ -229,6 +252,85 @@ class RollbackExecutor:
         if found is None:
             return self._give_up(rid, from_step, bad, f"no valid checkpoint before step {bad}")
         meta, state = found
+        return self._restore_to(meta, state, rb, rid, from_step, bad, {})
+
+    def _agreed(self, d, info: dict) -> bool:
+        """Every rank at the same boundary: agree on the newest checkpoint that every rank has
+        below the agreed bound (ranks may have committed different steps), restore it."""
+        from .checkpoint import list_checkpoints
+        ck = self.ckpt
+        from_step = ck.hook.step_count
+        bound = int(info["bound"])
+        bad = from_step - (ck.step - bound)  # the bound in this rank's global steps
+        rid = str(info.get("rule") or "rule")
+        rb = Rollback(**{k: v for k, v in (info.get("params") or {}).items()
+                         if k in _ROLLBACK_FIELDS})
+        cks = {c["step"]: c for c in list_checkpoints(ck.dir)
+               if not c.get("invalid") and c.get("finite", True)}
+
+        def newest_below(step: int) -> int:
+            return max((s for s in cks if s < step), default=-1)
+
+        def has(step: int) -> bool:  # cheap: committed, its data file of the recorded size
+            meta = cks.get(step)
+            try:
+                return meta is not None and os.path.getsize(meta["path"]) == int(meta["bytes"])
+            except (OSError, KeyError, ValueError):
+                return False
+
+        mine = newest_below(bound)  # this rank's own newest before the bound
+        t0 = time.perf_counter()
+        rounds, found, target, upper = 0, None, -1, bound
+        try:
+            while True:
+                target, n = d.agree_checkpoint(upper, newest_below, has)
+                rounds += n
+                if target < 0:
+                    break
+                # verified (checksum) and loaded only once agreed; if it fails on any rank,
+                # every rank looks for the next older one it lacks nothing of
+                found = ck._load_checkpoint(cks[target])
+                rounds += 1
+                if d.all_ok(found is not None):
+                    break
+                cks.pop(target, None)
+                upper, found = target, None
+        except Exception as e:
+            ck._failed("rollback agreement", e)
+            d.rollback_done(False)
+            return self._give_up(rid, from_step, bad, "the ranks could not agree on a "
+                                 f"checkpoint ({type(e).__name__}: {e})")
+        if target < 0 or found is None:
+            d.rollback_done(False)
+            return self._give_up(rid, from_step, bad, "no checkpoint that every rank has "
+                                 f"before TRAIN step {bound}")
+        meta, state = found
+        try:
+            ok = self._restore_to(meta, state, rb, rid, from_step, bad, {
+            "rank": info.get("rank"), "requested_by": info.get("requester"),
+            "bound_train_step": bound,
+            "requested_at_step": info.get("step"), "agreed_at_step": info.get("agreed_at_step"),
+            "agreement_rounds": rounds, "agreement_ms": (time.perf_counter() - t0) * 1e3,
+            "newest_here": mine})
+        except Exception as e:  # the state may be half restored: the training cannot go on
+            ck._failed("rollback", e)
+            ok = False
+        # every rank restored, or every rank stops (one more tiny collective, same boundary)
+        try:
+            ok = d.all_ok(ok)
+        except Exception as e:
+            ck._failed("rollback agreement", e)
+            ok = False
+        d.rollback_done(ok)
+        if not ok:
+            return self._give_up(rid, from_step, bad, "a rank could not restore the agreed "
+                                 f"checkpoint of TRAIN step {target}")
+        return True
+
+    def _restore_to(self, meta: dict, state: dict, rb: Rollback, rid: str, from_step: int,
+                    bad: int, extra: dict) -> bool:
+        from .checkpoint import list_checkpoints
+        ck = self.ckpt
         cur_scale = ck.lr_scale             # in effect in the diverged timeline
         ck._restore(state)                  # lr_scale := the checkpoint's (baked into its lr)
         target = cur_scale * rb.lr_factor
@@ -248,7 +350,7 @@ class RollbackExecutor:
             "rule": rid, "from_step": from_step, "to_step": to_step, "bad_step": bad,
             "train_step": ck.step, "lr_factor": rb.lr_factor, "lr_scale": ck.lr_scale,
             "skip_batches": rb.skip_batches, "count": ck._rb_count,
-            "checkpoint": meta["path"]})
+            "checkpoint": meta["path"], **extra})
         log.warning("trainscope: %s fired (first bad step %d): rolled back from step %d to %d "
                     "(lr x%g, rollback %d of %d)", rid, bad, from_step, to_step,
                     ck.lr_scale, ck._rb_count, rb.max_rollbacks)
@@ -274,5 +376,5 @@ class RollbackExecutor:
         ck._event(EVENT.ROLLBACK_FAILED, {"rule": rid, "from_step": from_step, "bad_step": bad,
                                       "reason": why, "count": ck._rb_count})
         log.warning("trainscope: rollback for %s impossible (%s); stopping", rid, why)
-        ck.hook._request_stop_inprocess(f"rollback: {rid}: {why}", source="rollback")
+        ck._link.request_stop(f"rollback: {rid}: {why}", source="rollback")
         return True

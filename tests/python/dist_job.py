@@ -10,6 +10,8 @@ Scenarios:
              when hook.should_stop says so and writes DIR/trial-<i>/exit-<rank>.json; the next
              trial's DDP all-reduces hang if any rank left at another step.
   stopfile   as nan, but the stop comes from control/stop.json written by rank 0's own loop.
+  rollback   a NaN on rank 1 only with the rollback action: every rank restores the same
+             checkpoint (the newest that all have) at the same step and goes on.
   rank0only  a hook on rank 0 only: stops stay local (said once), nothing waits for rank 1.
   hang       rank 1 blocked in its loader, rank 0 in the all-reduce: stacks of both ranks.
   norms      gradients of an FSDP2 and a DDP model, and clip_grad_norm_'s global norms.
@@ -105,6 +107,56 @@ def stop_trials(args, rank):
             json.dump({"rank": rank, "stopped_at": stopped_at, "steps": steps,
                        "reason": reason, "inject": inject if rank == 1 else None,
                        "elapsed_s": elapsed, "sync": d}, f)
+    dist.barrier()
+
+
+def rollback_trials(args, rank):
+    """Rank 1's loss is NaN at one step; exploding_tensor with the rollback action on every rank,
+    a Checkpointer per rank (DIR/trial-<i>/ckpt-<rank>). Trial 0: both ranks checkpoint every 5
+    TRAIN steps. Trial 1: both every 2, but after step 8 rank 0 keeps only the steps = 2 mod 4
+    and rank 1 only those = 0 mod 4 (as if their other commits had failed), so their newest
+    checkpoints always differ and the newest one both have is step 8. The loop runs the same
+    --max-steps batches on every rank; each rank writes its parameters at the end."""
+    for trial in range(2):
+        out = os.path.join(args.out, f"trial-{trial}")
+        ddp = torch.nn.parallel.DistributedDataParallel(make_model())
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        crit = Crit()
+        inject = 30 + 7 * trial
+        if rank == 1:
+            crit.nan_at = {inject}
+        hook = ts.Hook(out_dir=out, save_interval=1, collections=["losses"],
+                       rules=[ts.Rule("exploding_tensor", actions=["rollback"])],
+                       system_monitor_interval_ms=0)
+        hook.register_module(ddp)
+        hook.register_loss(crit)
+        hook.register_optimizer(opt)
+        ckpt = ts.Checkpointer(os.path.join(out, f"ckpt-{rank}"), ddp, opt, hook=hook,
+                               every_steps=5 if trial == 0 else 2, keep_last=100,
+                               handle_preemption=False)
+        keep = 2 if rank == 0 else 0
+        for x, y in hook.wrap(batches(args.max_steps, 100 * trial + rank)):
+            loss = crit(ddp(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if args.step_ms:
+                time.sleep(args.step_ms / 1000)
+            if trial == 1:
+                for c in ckpt.checkpoints():
+                    if c["step"] > 8 and c["step"] % 4 != keep:
+                        ts.checkpoint.delete_checkpoint(c)
+            if hook.should_stop:
+                break
+        d = hook._dist.stats() if hook._dist is not None else None
+        res = {"rank": rank, "steps": hook.step_count, "train_step": ckpt.step,
+               "reason": hook.stop_reason, "sync": d, "rollbacks": ckpt.stats()["rollbacks"],
+               "lr": opt.param_groups[0]["lr"],
+               "params": torch.cat([p.detach().flatten() for p in ddp.parameters()]).tolist()}
+        ckpt.close()
+        hook.close()
+        with open(os.path.join(out, f"exit-{rank}.json"), "w") as f:
+            json.dump(res, f)
     dist.barrier()
 
 
@@ -309,6 +361,8 @@ def main():
     try:
         if args.scenario in ("nan", "stopfile"):
             stop_trials(args, rank)
+        elif args.scenario == "rollback":
+            rollback_trials(args, rank)
         elif args.scenario == "hang":
             hang(args, rank)
         elif args.scenario == "norms":
