@@ -140,6 +140,11 @@ class StopCoordinator:
             self._timeout_s = 600.0
         self._seq = _hooks_made[0]
         _hooks_made[0] += 1
+        try:  # torch's flight recorder, where the job's group is not made yet (NCCL only)
+            from . import _flight_recorder
+            _flight_recorder.configure(hook.out_dir)
+        except Exception:
+            pass
         self._clock.sync_step = PROBE_STEP
 
     # ------------------------------------------------------------------ any thread

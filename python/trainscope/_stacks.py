@@ -149,10 +149,18 @@ class StackWatch:
         os.replace(tmp, path)
         log.warning("trainscope: Python stacks of %s captured in %s (%s)", h.worker, path,
                     reason)
+        fr = None
+        try:  # and torch's flight recorder: the collectives each rank was in (where it exists)
+            from . import _flight_recorder
+            fr = _flight_recorder.dump(h.out_dir, request)
+        except Exception as e:
+            h._fail("flight recorder", e)
         w = h._writer
         if w is not None:
             w.add_event(EVENT.STACKS_CAPTURED, json.dumps({"path": os.path.relpath(path, h.out_dir),
                                                        "reason": reason,
                                                        "request": request,
-                                                       "step": h.step_count}))
+                                                       "step": h.step_count,
+                                                       "flight_recorder": fr and os.path.relpath(
+                                                           fr, h.out_dir)}))
         return path

@@ -148,6 +148,7 @@ def test_hang_captures_every_ranks_stacks_and_trainscope_run_ends_the_job(tmp_pa
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.abspath(PYTHON_DIR) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("WORLD_SIZE", None)
+    env["TORCH_FR_BUFFER_SIZE"] = "200"  # torch's flight recorder (gloo too, in torch 2.13)
     cmd = [cli, "run", "--out", str(run), "--config", str(config), "--quiet",
            "--term-after-s", "3", "--kill-after-s", "5", "--",
            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
@@ -167,6 +168,15 @@ def test_hang_captures_every_ranks_stacks_and_trainscope_run_ends_the_job(tmp_pa
     full = subprocess.run([cli, "stacks", str(run)], capture_output=True, text=True,
                           timeout=30).stdout
     assert "trainscope-stacks" in full and "Thread 0x" in full  # every thread, not just one
+    # each rank's flight recorder, dumped beside its stacks: the collectives it was in
+    import glob
+    import pickle
+    for r in (0, 1):
+        dumps = glob.glob(str(run / "flight_recorder" / "*" / f"rank_{r}"))
+        assert dumps, os.listdir(run)
+        entries = pickle.load(open(dumps[0], "rb"))["entries"]
+        assert any("gloo:all_reduce" in e["profiling_name"] for e in entries), entries[-1]
+        assert f"rank_{r} (" in full
     rep = subprocess.run([cli, "report", str(run), "--json"], capture_output=True, text=True,
                          timeout=60)
     stacks = json.loads(rep.stdout)["stacks"]

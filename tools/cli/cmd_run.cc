@@ -19,6 +19,7 @@
 #include "child_process.h"
 #include "oom_count.h"
 #include "command.h"
+#include "flight_recorder.h"
 #include "instrument.h"
 #include "run_status_line.h"
 #include "trainscope/reader.h"
@@ -203,6 +204,7 @@ int Run(Context& ctx) {
 
   std::map<std::string, std::string> child_env = {{"TRAINSCOPE_RUN_DIR", out},
                                                   {"TRAINSCOPE_MONITORED", "1"}};
+  AddFlightRecorderEnv(out, &child_env);  // torch's flight recorder, where NCCL can be used
   if (!no_instrument) {
     auto ins = PrepareInstrumentation({.run_dir = out,
                                        .model_regex = model_regex,

@@ -1,11 +1,14 @@
 // trainscope stacks RUN: the Python stacks (all threads) each rank captured into RUN/stacks/
 // when its training loop stalled (python/trainscope/_stacks.py); --capture asks every rank's
 // hook for a capture now. Exit 0 when stacks were printed, 1 when there are none, 2 on usage.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <ostream>
 #include <set>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "command.h"
 #include "trainscope/report.h"
@@ -38,6 +41,31 @@ std::set<std::string> Workers(const std::string& run) {
     if (e.is_directory(ec) && schema::IsWorkerStream(n)) out.insert(n);
   }
   return out;
+}
+
+// torch's flight recorder dumps in RUN/flight_recorder/ (python/trainscope/_flight_recorder.py):
+// the hooks' (<capture>/rank_<N>, one folder per capture) and torch's own on a NCCL timeout
+// (rank_<N>), sorted by path.
+std::vector<std::pair<std::string, uintmax_t>> FlightRecorderDumps(const std::string& run) {
+  std::vector<std::pair<std::string, uintmax_t>> out;
+  std::error_code ec;
+  fs::path dir = fs::path(run) / "flight_recorder";
+  if (!fs::is_directory(dir, ec)) return out;
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::string n = it->path().filename().string();
+    if (it.depth() > 1 || !it->is_regular_file(ec) || n.rfind("rank_", 0) != 0) continue;
+    out.emplace_back(fs::relative(it->path(), run, ec).string(), it->file_size(ec));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void PrintDumps(Context& ctx, const std::vector<std::pair<std::string, uintmax_t>>& dumps) {
+  if (dumps.empty()) return;
+  ctx.out << "flight recorder dumps (torch's; read with python -m "
+             "torch.distributed.flight_recorder.fr_trace RUN/<folder>):\n";
+  for (const auto& [path, bytes] : dumps) ctx.out << "   " << path << " (" << bytes << " bytes)\n";
 }
 
 int Stacks(Context& ctx) {
@@ -93,9 +121,11 @@ int Stacks(Context& ctx) {
     }
   }
   auto stacks = LoadStacks(run, !all);
+  auto dumps = FlightRecorderDumps(run);
   if (stacks.empty()) {
     ctx.out << "no stacks captured in " << run
             << " (they are captured when stalled_training_loop fires, or with --capture)\n";
+    PrintDumps(ctx, dumps);
     return 1;
   }
   for (const auto& c : stacks) {
@@ -105,6 +135,7 @@ int Stacks(Context& ctx) {
     ctx.out << "   file: " << c.path << "\n";
     if (!brief) ctx.out << "\n" << c.text << "\n";
   }
+  PrintDumps(ctx, dumps);
   return 0;
 }
 
