@@ -37,9 +37,15 @@ class _Plan:
 class Capture:
     """Selection, save plans and the step's torch hooks (a mixin of Hook)."""
 
+    _shards = None  # FSDP1's ShardMap (_fsdp1.py): gradients read at optimizer.step()
+
     def _register_module(self, module, forward_steps: bool = True) -> None:
         self._model = module
         self._params = [(_plain_name(n), p) for n, p in module.named_parameters()]
+        from ._fsdp1 import ShardMap
+        self._shards = ShardMap.of(module)  # FSDP1: this rank's pieces, by full name
+        if self._shards is not None:
+            self._params = self._shards.params()
         self._param_index = {n: i for i, (n, _) in enumerate(self._params)}
         self._modules, self._compiled_modules = _modules_of(module)
         # the clock's hook objects (copies of the module get inert ones: see
@@ -130,7 +136,7 @@ class Capture:
             for pname in plan.grads:
                 index = self._param_index.get(pname)
                 p = None if index is None else self._params[index][1]
-                if p is not None and p.requires_grad:
+                if p is not None and p.requires_grad and self._shards is None:
                     # after accumulation, reading .grad: a tensor hook keeping the incoming
                     # gradient makes torch copy it (see kGrad in python/stepclock/torch_hooks.cc)
                     self._step_handles.append(p.register_post_accumulate_grad_hook(

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from typing import TYPE_CHECKING, List
 
@@ -17,19 +18,27 @@ class _GradNormRecorder:
     norm to the hooks, so a clip_grad_norm_ imported before the hook was created is covered too;
     nothing of ours runs when clip_grad_norm_ is not called. Where torch has no such function,
     ``clip_grad_norm_`` itself is replaced in ``torch.nn.utils`` and its module (calls through
-    a name imported earlier are then not seen). Restored when the last hook closes."""
+    a name imported earlier are then not seen). Restored when the last hook closes.
+
+    FSDP1 (``FullyShardedDataParallel``): ``torch.nn.utils.clip_grad_norm_`` over its flat
+    shards returns this rank's local norm, so for a hook whose model is FSDP1 it is not
+    recorded; FSDP1's own ``model.clip_grad_norm_()`` (the global norm, what torch's docs ask
+    FSDP1 users to call) is wrapped too while such a hook exists, and recorded."""
 
     _hooks: "weakref.WeakSet[Hook]" = weakref.WeakSet()
     _patched: List[tuple] = []  # (module, attribute, original, ours)
     _NORM_FUNCTION = "_get_total_norm"  # in torch.nn.utils.clip_grad where torch has it
+    _inside = threading.local()  # in FSDP1's clip_grad_norm_: its inner calls are not recorded
 
     @classmethod
     def add(cls, hook: Hook) -> None:
         cls._hooks.add(hook)
-        if cls._patched:
-            return
+        if getattr(hook, "_shards", None) is not None:
+            cls._patch_fsdp1()
         import torch.nn.utils
         from torch.nn.utils import clip_grad
+        if any(m is clip_grad or m is torch.nn.utils for m, *_ in cls._patched):
+            return
         if hasattr(clip_grad, cls._NORM_FUNCTION):
             targets = [(clip_grad, cls._NORM_FUNCTION)]
         else:
@@ -41,12 +50,37 @@ class _GradNormRecorder:
             cls._patched.append((module, attr, orig, ours))
 
     @classmethod
+    def _patch_fsdp1(cls) -> None:
+        from ._fsdp1 import _fsdp_class
+        fsdp = _fsdp_class()
+        if fsdp is None or any(m is fsdp for m, *_ in cls._patched):
+            return
+        orig = fsdp.clip_grad_norm_
+
+        @functools.wraps(orig)
+        def recording(self, *args, **kwargs):
+            cls._inside.on = True
+            try:
+                norm = orig(self, *args, **kwargs)
+            finally:
+                cls._inside.on = False
+            for h in list(cls._hooks):
+                if getattr(h, "_shards", None) is not None:
+                    h._record_grad_norm(norm)
+            return norm
+        fsdp.clip_grad_norm_ = recording
+        cls._patched.append((fsdp, "clip_grad_norm_", orig, recording))
+
+    @classmethod
     def _recording(cls, orig):
         @functools.wraps(orig)
         def recording(*args, **kwargs):
             norm = orig(*args, **kwargs)
+            if getattr(cls._inside, "on", False):
+                return norm  # FSDP1's clip_grad_norm_ records its own result
             for h in list(cls._hooks):
-                h._record_grad_norm(norm)
+                if getattr(h, "_shards", None) is None:  # FSDP1: a local norm
+                    h._record_grad_norm(norm)
             return norm
         return recording
 

@@ -264,6 +264,8 @@ class ClockUpcalls:
         if self._grads_final_only and not final:
             return
         items = self._clock.take_grads()
+        if self._shards is not None:  # FSDP1: the reduce-scattered shards (_fsdp1.py)
+            items = self._shards.grads(self.step_count)
         plan = self._plan
         if not items or plan is None:
             return

@@ -297,7 +297,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             self._fail("register_module", e)
         try:
             from . import _comm_timing, _distributed
-            self._grads_final_only = _comm_timing.is_ddp(module)
+            self._grads_final_only = _comm_timing.is_ddp(module) or self._shards is not None
             if self._comm_timing is None and _distributed.wanted():
                 self._comm_timing = _comm_timing.attach(self, module)
         except Exception as e:

@@ -15,6 +15,7 @@ Scenarios:
   rank0only  a hook on rank 0 only: stops stay local (said once), nothing waits for rank 1.
   hang       rank 1 blocked in its loader, rank 0 in the all-reduce: stacks of both ranks.
   norms      gradients of an FSDP2 and a DDP model, and clip_grad_norm_'s global norms.
+  fsdp1      the same for FSDP1 (FullyShardedDataParallel), use_orig_params True and False.
   bench      median step time with coordinated stops on and off (DIR/bench-<rank>.json).
   straggler  a run dir DIR/<case> per case of --cases: rank --slow-rank slowed by --slow-ms in
              its data loader (data), in its model's forward (compute), or not at all (none).
@@ -310,6 +311,41 @@ def hang(args, rank):
     dist.barrier()
 
 
+def fsdp1_norms(args, rank):
+    """The gradients and weights of a FSDP1 (FullyShardedDataParallel) model, nested units,
+    use_orig_params True and False, 3 steps each, into DIR/fsdp1-<orig>, with FSDP1's global
+    norms (model.clip_grad_norm_) and the full parameters' l2 in DIR/fsdp1-<orig>-<rank>.json."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    for orig in (True, False):
+        model = make_model()
+        model[2] = FSDP(model[2], use_orig_params=orig, device_id=torch.device("cpu"))
+        model = FSDP(model, use_orig_params=orig, device_id=torch.device("cpu"))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        crit = torch.nn.MSELoss()
+        out = os.path.join(args.out, f"fsdp1-{orig}")
+        hook = ts.Hook(out_dir=out, save_interval=1,
+                       collections=["losses", "gradients", "weights"],
+                       system_monitor_interval_ms=0)
+        hook.register_module(model)
+        hook.register_loss(crit)
+        hook.register_optimizer(opt)
+        res = {"norms": [], "local": [], "weights": []}
+        for x, y in hook.wrap(batches(3, rank)):
+            with FSDP.summon_full_params(model):  # the full weights, before this step's update
+                res["weights"].append({n: float(p.detach().norm()) for n, p in
+                                       model.named_parameters()})
+            loss = crit(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            res["local"].append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9)))
+            res["norms"].append(float(model.clip_grad_norm_(1e9)))
+            opt.step()
+        hook.close()
+        with open(os.path.join(args.out, f"fsdp1-{orig}-{rank}.json"), "w") as f:
+            json.dump(res, f)
+    dist.barrier()
+
+
 def norms(args, rank):
     """The gradients of an FSDP2 (fully_shard) model and of a DDP model, 3 steps each, into
     DIR/fsdp and DIR/ddp, with clip_grad_norm_'s global norms in DIR/<kind>-norms-<rank>.json."""
@@ -367,6 +403,8 @@ def main():
             hang(args, rank)
         elif args.scenario == "norms":
             norms(args, rank)
+        elif args.scenario == "fsdp1":
+            fsdp1_norms(args, rank)
         elif args.scenario == "bench":
             bench(args, rank)
         elif args.scenario == "rank0only":

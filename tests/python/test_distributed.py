@@ -266,3 +266,36 @@ def test_ddp_gradient_summaries_are_the_all_reduced_gradients(norms_job):
     for step in range(3):
         for w, sq in _grad_sq(run, names, step).items():
             assert sq ** 0.5 == pytest.approx(direct[step], rel=1e-5), (w, step)
+
+
+def test_fsdp1_global_gradient_norm_and_shards_under_full_names(tmp_path):
+    # FullyShardedDataParallel (FSDP1, nested units) with use_orig_params True and False
+    out = tmp_path / "job"
+    torchrun(tmp_path, "--scenario", "fsdp1", "--out", str(out))
+    for orig in ("True", "False"):
+        direct = [json.load(open(out / f"fsdp1-{orig}-{r}.json")) for r in (0, 1)]
+        assert direct[0]["norms"] == pytest.approx(direct[1]["norms"])
+        # torch.nn.utils.clip_grad_norm_ over FSDP1's shards is each rank's local norm: not
+        # what is recorded
+        assert direct[0]["local"] != pytest.approx(direct[0]["norms"])
+        run = ts.open_run(str(out / f"fsdp1-{orig}"))
+        for w in ("worker-0", "worker-1"):  # FSDP1's model.clip_grad_norm_: the global norm
+            assert list(run.scalar("grad_norm/total", worker=w)[1]) == pytest.approx(
+                direct[0]["norms"]), (orig, w)
+        names = run.tensor_names("gradients")
+        assert names == [f"gradients/{n}" for n in ("0.bias", "0.weight", "2.bias",
+                                                    "2.weight")], (orig, names)
+        for step in range(3):
+            sq = 0.0
+            for w in ("worker-0", "worker-1"):
+                for n in names:  # a rank holding none of a parameter has no series for it
+                    t = run.tensor(n, worker=w)
+                    if step in list(t.steps()):
+                        sq += t.reduction(step, "l2") ** 2
+            assert sq ** 0.5 == pytest.approx(direct[0]["norms"][step], rel=1e-5), (orig, step)
+            for n in ("0.weight", "2.weight"):  # weights: the pieces make the full parameter
+                wsq = sum(run.tensor(f"weights/{n}", worker=w).reduction(step, "l2") ** 2
+                          for w in ("worker-0", "worker-1")
+                          if step in list(run.tensor(f"weights/{n}", worker=w).steps()))
+                assert wsq ** 0.5 == pytest.approx(direct[0]["weights"][step][n], rel=1e-5)
+        assert not run.events("hook_error")
