@@ -43,3 +43,55 @@ def test_nan_on_one_rank_rolls_every_rank_back_to_the_same_checkpoint(tmp_path):
             steps, values = run.scalar("losses/loss", worker=w)
             assert steps.tolist() == list(range(exits[0]["steps"])), w
             assert all(math.isfinite(v) for v in values.tolist()), w
+
+
+def _agree(sets, bound, invalid=()):
+    """Runs StopCoordinator.agree_checkpoint on one thread per rank, with an all_reduce(MAX)
+    between the threads in place of gloo's; returns each rank's (step, rounds)."""
+    import threading
+
+    import torch
+
+    from trainscope._distributed import StopCoordinator
+    n = len(sets)
+    bar = threading.Barrier(n)
+    slots = [None] * n
+
+    def all_reduce(t, op=None, group=None):
+        slots[group] = t.clone()
+        bar.wait()
+        t.copy_(torch.stack(slots).max(dim=0).values)
+        bar.wait()
+
+    out = [None] * n
+
+    def rank(r):
+        c = object.__new__(StopCoordinator)
+        c._group, c.sync_ns = r, 0
+        steps = set(sets[r])
+        out[r] = c.agree_checkpoint(
+            bound, lambda s: max((x for x in steps if x < s), default=-1),
+            lambda s: s in steps and (r, s) not in invalid)
+
+    import torch.distributed as dist
+    orig, dist.all_reduce = dist.all_reduce, all_reduce
+    try:
+        ts_ = [threading.Thread(target=rank, args=(r,)) for r in range(n)]
+        for t in ts_:
+            t.start()
+        for t in ts_:
+            t.join(timeout=30)
+    finally:
+        dist.all_reduce = orig
+    return out
+
+
+def test_ranks_agree_on_the_newest_checkpoint_every_rank_has():
+    assert _agree([{5, 10, 15, 20}, {5, 10, 15, 20}], 22) == [(20, 2)] * 2
+    assert _agree([{5, 10, 15, 20}, {10, 20, 30}], 25) == [(20, 2)] * 2
+    assert _agree([{5, 10, 15, 20}, {10, 20, 30}], 20)[0][0] == 10
+    assert _agree([{2, 4, 8, 12, 16}, {3, 6, 8, 9, 15}, {8, 16}], 17)[0][0] == 8
+    assert _agree([{1, 3, 5}, {2, 4, 6}], 7) == [(-1, 4)] * 2  # none in common
+    assert _agree([{5, 10}, set()], 20)[0][0] == -1
+    # a checkpoint one rank cannot use (torn) is skipped by all
+    assert _agree([{5, 10, 15}, {5, 10, 15}], 20, invalid={(1, 15)})[0][0] == 10
