@@ -65,6 +65,24 @@ def make_model():
     return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
 
 
+def registered(model, crit, opt, **hook_args):
+    """A Hook with `model`, `crit` and `opt` registered."""
+    hook = ts.Hook(**hook_args)
+    hook.register_module(model)
+    hook.register_loss(crit)
+    hook.register_optimizer(opt)
+    return hook
+
+
+def train_step(model, crit, opt, x, y, step_ms=0.0):
+    loss = crit(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step_ms:
+        time.sleep(step_ms / 1000)
+
+
 def stop_trials(args, rank):
     ddp = torch.nn.parallel.DistributedDataParallel(make_model())
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
@@ -76,20 +94,12 @@ def stop_trials(args, rank):
         if rank == 1 and args.scenario == "nan":
             crit.nan_at = {inject}
         rules = [ts.Rule("exploding_tensor", actions=["stop_training"])]
-        hook = ts.Hook(out_dir=out, save_interval=1, collections=["losses"], rules=rules,
-                       system_monitor_interval_ms=0)
-        hook.register_module(ddp)
-        hook.register_loss(crit)
-        hook.register_optimizer(opt)
+        hook = registered(ddp, crit, opt, out_dir=out, save_interval=1, collections=["losses"],
+                          rules=rules, system_monitor_interval_ms=0)
         stopped_at = None
         t0 = time.monotonic()
         for i, (x, y) in enumerate(hook.wrap(batches(args.max_steps, trial))):
-            loss = crit(ddp(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            if args.step_ms:
-                time.sleep(args.step_ms / 1000)
+            train_step(ddp, crit, opt, x, y, args.step_ms)
             if args.scenario == "stopfile" and rank == 0 and i == inject:
                 os.makedirs(os.path.join(out, "control"), exist_ok=True)
                 with open(os.path.join(out, "control", "stop.json.tmp"), "w") as f:
@@ -126,23 +136,15 @@ def rollback_trials(args, rank):
         inject = 30 + 7 * trial
         if rank == 1:
             crit.nan_at = {inject}
-        hook = ts.Hook(out_dir=out, save_interval=1, collections=["losses"],
-                       rules=[ts.Rule("exploding_tensor", actions=["rollback"])],
-                       system_monitor_interval_ms=0)
-        hook.register_module(ddp)
-        hook.register_loss(crit)
-        hook.register_optimizer(opt)
+        hook = registered(ddp, crit, opt, out_dir=out, save_interval=1, collections=["losses"],
+                          rules=[ts.Rule("exploding_tensor", actions=["rollback"])],
+                          system_monitor_interval_ms=0)
         ckpt = ts.Checkpointer(os.path.join(out, f"ckpt-{rank}"), ddp, opt, hook=hook,
                                every_steps=5 if trial == 0 else 2, keep_last=100,
                                handle_preemption=False)
         keep = 2 if rank == 0 else 0
         for x, y in hook.wrap(batches(args.max_steps, 100 * trial + rank)):
-            loss = crit(ddp(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            if args.step_ms:
-                time.sleep(args.step_ms / 1000)
+            train_step(ddp, crit, opt, x, y, args.step_ms)
             if trial == 1:
                 for c in ckpt.checkpoints():
                     if c["step"] > 8 and c["step"] % 4 != keep:
@@ -323,12 +325,9 @@ def fsdp1_norms(args, rank):
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         crit = torch.nn.MSELoss()
         out = os.path.join(args.out, f"fsdp1-{orig}")
-        hook = ts.Hook(out_dir=out, save_interval=1,
-                       collections=["losses", "gradients", "weights"],
-                       system_monitor_interval_ms=0)
-        hook.register_module(model)
-        hook.register_loss(crit)
-        hook.register_optimizer(opt)
+        hook = registered(model, crit, opt, out_dir=out, save_interval=1,
+                          collections=["losses", "gradients", "weights"],
+                          system_monitor_interval_ms=0)
         res = {"norms": [], "local": [], "weights": []}
         for x, y in hook.wrap(batches(3, rank)):
             with FSDP.summon_full_params(model):  # the full weights, before this step's update
