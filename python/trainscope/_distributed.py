@@ -18,9 +18,9 @@ How the ranks agree (docs/distributed.md):
   uses). With hooks on fewer ranks (say on rank 0 only) stops stay local, said once.
 - Rounds: at each boundary a rank waits for the previous round's all_reduce (launched one
   round earlier with ``async_op=True``, so long done), reads the agreed result and launches
-  the next round with its own state: [stop wanted, requesting rank + 1, -proposed interval],
-  reduced with MAX. A stop agreed in round r is taken at the boundary where round r is read,
-  by every rank. The next interval is the smallest proposed: each rank proposes the number of
+  the next round with its own state: [stop wanted, requesting rank + 1, -proposed interval]
+  and four rollback fields (below), reduced with MAX. A stop agreed in round r is taken at
+  the boundary where round r is read, by every rank. The next interval is the smallest proposed: each rank proposes the number of
   steps that lasts about ``TRAINSCOPE_STOP_SYNC_MS`` (100 ms) at its measured step time, so
   a round costs the training one launch of a one-element-per-field gloo all_reduce per ~100 ms
   and a stop is taken 1-2 intervals (~100-200 ms) after a rank asked for it.

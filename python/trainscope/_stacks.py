@@ -35,6 +35,7 @@ log = logging.getLogger("trainscope")
 POLL_S = 0.5
 REQUEST = os.path.join(FILE.CONTROL_DIR, FILE.STACKS_REQUEST)
 RULE = "stalled_training_loop"
+SAME_HANG_S = 10  # a rank's own firing this soon after another rank's request: one capture
 MAX_CAPTURES = 20  # per hook: a request repeated forever must not fill the disk
 
 
@@ -99,7 +100,15 @@ class StackWatch:
             return
         fired = self._new_firing()
         if fired:
-            rid = request_capture(h.out_dir, fired, h.worker)
+            # another rank's request of the last seconds is this hang's too: answering it
+            # keeps one capture id (one flight recorder folder) for all ranks
+            req = read_request(h.out_dir)
+            at = int(req.get("requested_at_us") or 0) if req is not None else 0
+            if req is not None and at >= self._since_us and \
+                    time.time_ns() // 1000 - at < SAME_HANG_S * 1e6:
+                rid = req["id"]
+            else:
+                rid = request_capture(h.out_dir, fired, h.worker)
             self._answered = rid
             self.capture(fired, rid)
             return
