@@ -14,8 +14,8 @@ Scenarios:
              checkpoint (the newest that all have) at the same step and goes on.
   rank0only  a hook on rank 0 only: stops stay local (said once), nothing waits for rank 1.
   hang       rank 1 blocked in its loader, rank 0 in the all-reduce: stacks of both ranks.
-  norms      gradients of an FSDP2 and a DDP model, and clip_grad_norm_'s global norms.
-  fsdp1      the same for FSDP1 (FullyShardedDataParallel), use_orig_params True and False.
+  norms      gradients of an FSDP2 and a DDP model, and clip_grad_norm_'s global norms; then the
+             same for FSDP1 (FullyShardedDataParallel), use_orig_params True and False.
   bench      median step time with coordinated stops on and off (DIR/bench-<rank>.json).
   straggler  a run dir DIR/<case> per case of --cases: rank --slow-rank slowed by --slow-ms in
              its data loader (data), in its model's forward (compute), or not at all (none).
@@ -126,9 +126,10 @@ def rollback_trials(args, rank):
     a Checkpointer per rank (DIR/trial-<i>/ckpt-<rank>). Trial 0: both ranks checkpoint every 5
     TRAIN steps. Trial 1: both every 2, but after step 8 rank 0 keeps only the steps = 2 mod 4
     and rank 1 only those = 0 mod 4 (as if their other commits had failed), so their newest
-    checkpoints always differ and the newest one both have is step 8. The loop runs the same
-    --max-steps batches on every rank; each rank writes its parameters at the end."""
-    for trial in range(2):
+    checkpoints always differ and the newest one both have is step 8. Trial 2: rank 0 has no
+    Checkpointer, so nobody can roll back with rank 1: both stop together. The loop runs the
+    same --max-steps batches on every rank (or stops); each rank writes its parameters."""
+    for trial in range(3):
         out = os.path.join(args.out, f"trial-{trial}")
         ddp = torch.nn.parallel.DistributedDataParallel(make_model())
         opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
@@ -139,9 +140,9 @@ def rollback_trials(args, rank):
         hook = registered(ddp, crit, opt, out_dir=out, save_interval=1, collections=["losses"],
                           rules=[ts.Rule("exploding_tensor", actions=["rollback"])],
                           system_monitor_interval_ms=0)
-        ckpt = ts.Checkpointer(os.path.join(out, f"ckpt-{rank}"), ddp, opt, hook=hook,
-                               every_steps=5 if trial == 0 else 2, keep_last=100,
-                               handle_preemption=False)
+        ckpt = None if trial == 2 and rank == 0 else ts.Checkpointer(
+            os.path.join(out, f"ckpt-{rank}"), ddp, opt, hook=hook,
+            every_steps=5 if trial == 0 else 2, keep_last=100, handle_preemption=False)
         keep = 2 if rank == 0 else 0
         for x, y in hook.wrap(batches(args.max_steps, 100 * trial + rank)):
             train_step(ddp, crit, opt, x, y, args.step_ms)
@@ -152,11 +153,12 @@ def rollback_trials(args, rank):
             if hook.should_stop:
                 break
         d = hook._dist.stats() if hook._dist is not None else None
-        res = {"rank": rank, "steps": hook.step_count, "train_step": ckpt.step,
-               "reason": hook.stop_reason, "sync": d, "rollbacks": ckpt.stats()["rollbacks"],
+        res = {"rank": rank, "steps": hook.step_count, "reason": hook.stop_reason, "sync": d,
+               "rollbacks": ckpt.stats()["rollbacks"] if ckpt is not None else None,
                "lr": opt.param_groups[0]["lr"],
                "params": torch.cat([p.detach().flatten() for p in ddp.parameters()]).tolist()}
-        ckpt.close()
+        if ckpt is not None:
+            ckpt.close()
         hook.close()
         with open(os.path.join(out, f"exit-{rank}.json"), "w") as f:
             json.dump(res, f)
@@ -402,7 +404,6 @@ def main():
             hang(args, rank)
         elif args.scenario == "norms":
             norms(args, rank)
-        elif args.scenario == "fsdp1":
             fsdp1_norms(args, rank)
         elif args.scenario == "bench":
             bench(args, rank)

@@ -268,10 +268,9 @@ def test_ddp_gradient_summaries_are_the_all_reduced_gradients(norms_job):
             assert sq ** 0.5 == pytest.approx(direct[step], rel=1e-5), (w, step)
 
 
-def test_fsdp1_global_gradient_norm_and_shards_under_full_names(tmp_path):
+def test_fsdp1_global_gradient_norm_and_shards_under_full_names(norms_job):
     # FullyShardedDataParallel (FSDP1, nested units) with use_orig_params True and False
-    out = tmp_path / "job"
-    torchrun(tmp_path, "--scenario", "fsdp1", "--out", str(out))
+    out = norms_job
     for orig in ("True", "False"):
         direct = [json.load(open(out / f"fsdp1-{orig}-{r}.json")) for r in (0, 1)]
         assert direct[0]["norms"] == pytest.approx(direct[1]["norms"])

@@ -11,14 +11,14 @@ from test_distributed import _exits, torchrun
 
 def test_nan_on_one_rank_rolls_every_rank_back_to_the_same_checkpoint(tmp_path):
     out = tmp_path / "job"
-    torchrun(tmp_path, "--scenario", "rollback", "--out", str(out), "--max-steps", "120")
+    torchrun(tmp_path, "--scenario", "rollback", "--out", str(out), "--max-steps", "100")
     for trial in (0, 1):
         d = out / f"trial-{trial}"
         exits = _exits(str(d))
         # both ranks ran to the end of their batches without a stop, in lockstep, and DDP kept
         # their parameters equal: they restored the same state
         assert all(e["reason"] is None and e["rollbacks"] == 1 for e in exits), exits
-        assert exits[0]["steps"] == exits[1]["steps"] < 120, exits
+        assert exits[0]["steps"] == exits[1]["steps"] < 100, exits
         assert exits[0]["params"] == exits[1]["params"]
         assert all(e["lr"] == pytest.approx(0.005) for e in exits)  # lr_factor 0.5 on both
         assert all(e["sync"]["state"] == "rounds" and e["sync"]["rollbacks"] == 1
@@ -43,6 +43,16 @@ def test_nan_on_one_rank_rolls_every_rank_back_to_the_same_checkpoint(tmp_path):
             steps, values = run.scalar("losses/loss", worker=w)
             assert steps.tolist() == list(range(exits[0]["steps"])), w
             assert all(math.isfinite(v) for v in values.tolist()), w
+    # trial 2: rank 0 has no Checkpointer, so the ranks cannot roll back together: every rank
+    # stops at the same step instead (no rank restores alone)
+    exits = _exits(str(out / "trial-2"))
+    assert exits[0]["steps"] == exits[1]["steps"] < 100, exits
+    assert all("not every rank has a ts.Checkpointer" in e["reason"] for e in exits), exits
+    assert exits[1]["rollbacks"] == 0 and exits[0]["params"] == exits[1]["params"]
+    run = ts.open_run(str(out / "trial-2"))
+    assert not run.events("rollback")
+    agreed = run.events("stop_agreed")
+    assert sorted(e["rank"] for e in agreed) == [0, 1] and len({e["step"] for e in agreed}) == 1
 
 
 def _agree(sets, bound, invalid=()):
