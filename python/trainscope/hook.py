@@ -185,7 +185,6 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         self._optimizers: List[Any] = []
         self._stop_reason: Optional[str] = None
         self._stop_raised = False
-        self._rule_runner = None
         self._sampler = None
         self._profiling = None
         self.raise_on_stop = args["raise_on_stop"]
@@ -465,10 +464,10 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         this only polls itself when that thread is not running or stops are to be checked
         more often (stop_check_interval_ms)."""
         if self._stop_reason is None:
-            r = self._rule_runner
-            if r is not None and r.stop_requested():  # an atomic load: a firing shows at once
-                self._request_stop_inprocess(r.stop_reason() or "rule stop_training action")
-            elif self._poll_often or not self._committing:
+            rt = self._runtime
+            # the runtime's stop flag is an atomic load: a rule's firing shows at once
+            if (rt is not None and rt.stop_requested()) or self._poll_often \
+                    or not self._committing:
                 self._poll_stop()
         return self._stop_reason is not None
 
@@ -516,23 +515,23 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         """Rollback actions the rules engine dispatched since the last call: the firing
         events (rule, firing, step, details_json with first_step, action_json), oldest first.
         The ts.Checkpointer following this hook executes them (trainscope/rollback.py)."""
-        out: list = []
-        for runner in (self._rule_runner, self._cross_runner):
-            if runner is not None:
-                try:
-                    out.extend(runner.take_rollbacks())
-                except Exception as e:
-                    self._fail("take_rollbacks", e)
-        return out
+        rt = self._runtime
+        if rt is None or not rt.has_rules:
+            return []
+        try:
+            return rt.take_rollbacks()
+        except Exception as e:
+            self._fail("take_rollbacks", e)
+            return []
 
     def rule_statuses(self) -> dict:
         """Current statuses of in-process rules: {rule: {"status", "message", ...}}."""
         out = {}
         try:
-            for runner in (self._rule_runner, self._cross_runner):
-                if runner is not None:
-                    for s in runner.statuses():
-                        out[s["rule"]] = s
+            rt = self._runtime
+            if rt is not None and rt.has_rules:
+                for s in rt.rule_statuses():
+                    out[s["rule"]] = s
         except Exception as e:
             self._fail("rule_statuses", e)
         return out
