@@ -2,7 +2,6 @@
 // when its training loop stalled (python/trainscope/_stacks.py); --capture asks every rank's
 // hook for a capture now. Exit 0 when stacks were printed, 1 when there are none, 2 on usage.
 #include <chrono>
-#include <filesystem>
 #include <ostream>
 #include <set>
 #include <thread>
@@ -11,11 +10,10 @@
 #include "trainscope/report.h"
 #include "trainscope/run.h"
 #include "trainscope/schema.h"
+#include "util/env.h"
 
 namespace trainscope::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 const char* kUsage = R"(usage: trainscope stacks RUN [--all] [--brief] [--capture] [--wait-s N]
 Prints the Python stacks of every thread that each rank's hook captured into RUN/stacks/ when
@@ -30,12 +28,12 @@ int64_t NowUs() {
       .count();
 }
 
-std::set<std::string> Workers(const std::string& run) {
+std::set<std::string> Workers(Env* env, const std::string& run) {
   std::set<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(run, ec)) {
-    std::string n = e.path().filename().string();
-    if (e.is_directory(ec) && schema::IsWorkerStream(n)) out.insert(n);
+  auto names = env->ListDir(run);
+  if (!names.ok()) return out;
+  for (const auto& n : *names) {
+    if (schema::IsWorkerStream(n) && env->IsDirectory(run + "/" + n)) out.insert(n);
   }
   return out;
 }
@@ -59,24 +57,24 @@ int Stacks(Context& ctx) {
     return 2;
   }
   const std::string& run = pos[0];
-  std::error_code ec;
-  if (!fs::is_directory(run, ec)) {
+  Env* env = Env::Default();
+  if (!env->IsDirectory(run)) {
     ctx.err << "trainscope stacks: " << run << " is not a directory\n";
     return 2;
   }
   if (capture) {
     int64_t since_ms = NowUs() / 1000;
-    Status st = RequestStacks(run, "trainscope stacks --capture", "cli");
+    Status st = RequestStacks(run, "trainscope stacks --capture", "cli", nullptr, env);
     if (!st.ok()) {
       ctx.err << "trainscope stacks: cannot write the capture request: " << st.ToString() << "\n";
       return 1;
     }
-    auto workers = Workers(run);
+    auto workers = Workers(env, run);
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
     while (true) {
       std::set<std::string> got;
-      for (const auto& c : LoadStacks(run, true)) {
+      for (const auto& c : LoadStacks(run, true, env)) {
         if (c.wall_ms >= since_ms) got.insert(c.worker);
       }
       bool done = !workers.empty() && got.size() >= workers.size();
@@ -92,7 +90,7 @@ int Stacks(Context& ctx) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
-  auto stacks = LoadStacks(run, !all);
+  auto stacks = LoadStacks(run, !all, env);
   if (stacks.empty()) {
     ctx.out << "no stacks captured in " << run
             << " (they are captured when stalled_training_loop fires, or with --capture)\n";
