@@ -295,27 +295,21 @@ class RunLifecycle:
 
     # =============================================================================== errors
     def _fail(self, where: str, exc: BaseException) -> None:
-        """Counts an internal error, logs it once per place, records it, degrades."""
-        try:
-            self.error_count += 1
-            n = self._errors.get(where, 0) + 1
-            self._errors[where] = n
-            msg = f"{type(exc).__name__}: {exc}"
-            if n == 1:
-                log.warning("trainscope: internal error in %s (training continues): %s",
-                            where, msg)
-            if self._writer is not None and (n == 1 or n % 100 == 0):
-                self._writer.add_event(EVENT.HOOK_ERROR, json.dumps({
-                    "where": where, "message": msg, "count": n, "total": self.error_count,
-                    "step": self.step_count}))
-            if self.error_count >= self._max_errors and self._saving:
-                self._saving = False
-                if threading.get_ident() == self._owner_thread:
-                    self._plan = None  # else the training thread's next save check sees it
-                log.warning("trainscope: %d internal errors; the hook stops saving tensors",
-                            self.error_count)
-        except Exception:
-            pass
+        """Counts an internal error, logs it once per place, records it, degrades (the
+        FailureLog; also the step clock's upcall)."""
+        self._failures.fail(where, exc)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        self._failures.warn_once(key, message)
+
+    def _stop_saving(self) -> bool:
+        """After max_errors internal errors: no more tensors (False when already stopped)."""
+        if not self._saving:
+            return False
+        self._saving = False
+        if threading.get_ident() == self._owner_thread:
+            self._plan = None  # else the training thread's next save check sees it
+        return True
 
     def _close_run(self) -> None:
         """The work of close() (called once)."""

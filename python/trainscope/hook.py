@@ -46,6 +46,7 @@ from typing import Any, Dict, Iterable, List, Optional
 from . import _core
 from ._capture import Capture
 from ._errors import ConfigError, check_callable, check_hook_arguments
+from ._failures import FailureLog
 from ._loader import _TimedLoader
 from ._modes import Mode, TrainingStopped
 from ._profiler import ProfilerConfig
@@ -164,9 +165,8 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         self._next_save = _ModeArray(self._clock, COUNTER_NEXT_SAVE)  # first tensor save step
         self._loss_next = _ModeArray(self._clock, COUNTER_LOSS_NEXT)  # first loss save step
         self._loss_names: List[str] = []
-        self._errors: Dict[str, int] = {}
-        self.error_count = 0
-        self._max_errors = args["max_errors"]
+        self._failures = FailureLog(args["max_errors"], lambda: self._writer,
+                                    lambda: self.step_count, self._stop_saving)
         self._lock = threading.Lock()
         self._writer = None
         self._closed = False
@@ -213,7 +213,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         self._clock.loss_on_device = self.device_stats == "torch"
         self.save_interval = args["save_interval"]
         self._storage = StorageAccount(args["storage_budget_bytes"], args["expected_steps"],
-                                       self._warn_once)
+                                       self._failures.warn_once)
         self.profiler = profiler
         self._clock.profile_start_step = int(profiler.start_step) if profiler is not None else -1
         self._system_monitor_interval_ms = args["system_monitor_interval_ms"]
@@ -539,7 +539,12 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
     @property
     def errors(self) -> Dict[str, int]:
         """Internal errors by place (the hook's degraded operations)."""
-        return {k: v for k, v in self._errors.items() if isinstance(k, str)}
+        return dict(self._failures.by_place)
+
+    @property
+    def error_count(self) -> int:
+        """Internal errors so far (after max_errors of them the hook stops saving tensors)."""
+        return self._failures.count
 
     # ========================================================== checkpoints (checkpoint.py)
     _step_callbacks: tuple = ()  # set through add/remove_step_callback (the clock's flag)
