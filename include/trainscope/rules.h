@@ -386,6 +386,8 @@ class RecordSource {
   virtual ~RecordSource() = default;
   virtual Status Open(RecordVisitor* visitor) = 0;  // retried every poll until OK
   virtual Result<size_t> Refresh() = 0;
+  // The run ended (every writer finished or gone). A Refresh() after Ended() returned true
+  // reads everything the writers wrote; the runner makes one before it finishes the engine.
   virtual bool Ended() const = 0;
   virtual Result<RawTensorRecord> Raw(const std::string& stream, const std::string& name,
                                       int64_t step, Mode mode) = 0;

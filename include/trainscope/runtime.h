@@ -4,7 +4,7 @@
 //   opening or joining the run (run.json)          RuntimeOptions.manifest
 //   this worker's stream (a Writer)                writer()
 //   the system sampler                             system_monitor_interval_ms > 0
-//   the in-process rule runner                     rules (its stop action sets a flag)
+//   the in-process rule runners                    rules / StartRules() (stop sets a flag)
 //   stop requests                                  PollStop(): the rules' flag, control/stop.json
 //   checkpoint records and other events            Event()
 //   the end of the run                             Close(): rules finish, run_end, writer closed
@@ -30,7 +30,26 @@ namespace trainscope {
 
 class RuleRunner;
 struct RuleRunnerOptions;
+struct RuleStatusInfo;
 class SystemSampler;
+
+// One set of in-process rules: one RuleRunner, woken by each write of this worker's stream; its
+// stop_training action stops this process through PollStop() (no control file round trip).
+struct RuntimeRuleSet {
+  std::string rules_json;  // {"rules":[...]} (rules.md); no rules in it: nothing is started
+  // The streams the rules read: empty, this worker's stream; all_streams, every stream of the
+  // run (rules that compare the workers, e.g. straggler, which a job runs on one worker).
+  std::vector<std::string> streams;
+  bool all_streams = false;
+  int64_t poll_ms = 100;
+  // Called with the runner's options before the configuration is parsed: where a front end
+  // plugs in what the built-in configuration cannot say (custom rule types in `registry`, a
+  // rollback executor, a record source, a clock).
+  std::function<void(RuleRunnerOptions*)> configure;
+};
+
+// Where a stop request came from (the front end reports it with the stop).
+enum class StopSource { kNone, kRule, kControl, kRequest };
 
 struct RuntimeOptions {
   std::string run_dir;
@@ -47,8 +66,7 @@ struct RuntimeOptions {
   std::string rules_json;
   std::vector<std::string> rule_streams;
   int64_t rule_poll_ms = 100;
-  // Called with the runner's options before it starts: where a front end plugs in what the
-  // built-in configuration cannot say (custom rules, a record source, a clock).
+  // As RuntimeRuleSet::configure, for these rules.
   std::function<void(RuleRunnerOptions*)> configure_rules;
   // control/stop.json is looked at most this often by PollStop() (0: every call).
   int64_t stop_check_interval_ms = 50;
@@ -69,8 +87,16 @@ class TrainingRuntime {
   const std::string& run_dir() const { return options_.run_dir; }
   const std::string& stream() const { return options_.stream; }
   const RunManifest& manifest() const { return options_.manifest; }
-  bool has_rules() const { return rules_ != nullptr; }
+  bool has_rules() const { return !rules_.empty(); }
   bool has_sampler() const { return sampler_ != nullptr; }
+
+  // Starts one more set of in-process rules (Open starts RuntimeOptions' own): a front end that
+  // keeps going without rules when they cannot start calls this after Open. InvalidArgument for
+  // a bad configuration. Called by the front end thread before other threads use the runtime.
+  Status StartRules(RuntimeRuleSet rules);
+  // The rules' current statuses, every runner's (in the order they were started); after
+  // Close(), their final ones.
+  std::vector<RuleStatusInfo> RuleStatuses() const;
 
   // True once a stop was requested: a rule's stop_training action (an atomic load) or a
   // well-formed control/stop.json (looked at most every stop_check_interval_ms). *reason gets
@@ -81,6 +107,8 @@ class TrainingRuntime {
   void RequestStop(const std::string& reason);
   bool stop_requested() const { return stop_.load(std::memory_order_acquire); }
   std::string stop_reason() const;
+  // kNone until a stop is requested; then where the first request came from.
+  StopSource stop_source() const;
 
   // Records an event (checkpoint records, resumes, annotations) into this worker's stream.
   bool Event(const std::string& kind, const std::string& json = "{}");
@@ -96,16 +124,16 @@ class TrainingRuntime {
  private:
   TrainingRuntime() = default;
   void StartSampler();
-  Status StartRules();
-  void SetStop(const std::string& reason);
+  void SetStop(const std::string& reason, StopSource source);
 
   RuntimeOptions options_;
   std::shared_ptr<Writer> writer_;
-  std::unique_ptr<RuleRunner> rules_;
+  std::vector<std::unique_ptr<RuleRunner>> rules_;
   std::unique_ptr<SystemSampler> sampler_;
   std::atomic<bool> stop_{false};
   mutable std::mutex stop_mu_;
   std::string stop_reason_;
+  StopSource stop_source_ = StopSource::kNone;
   bool stop_reported_ = false;
   bool rules_stopped_ = false;
   std::string bad_request_;  // the last malformed stop request said

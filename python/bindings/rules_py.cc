@@ -3,12 +3,11 @@
 // rules in the same engine (python_rule.h). stop_training either
 // sets a flag the hook polls (in-process) or writes a stop request into RUN/control/ (watch).
 #include <atomic>
-#include <deque>
 #include <memory>
 #include <mutex>
 
 #include "py_common.h"
-#include "python_rule.h"
+#include "inprocess_rules.h"
 #include "trainscope/rules.h"
 #include "writer_py.h"
 
@@ -21,24 +20,13 @@ struct StopState {
   std::string reason;
 };
 
-// The rollback action in-process: the dispatcher thread queues the firing; the front end's
-// executor (the Checkpointer, at its next step boundary) takes it: the state is restored on the
-// training thread, never on the rules' threads.
-struct RollbackQueue {
-  static constexpr size_t kMax = 64;
-  std::mutex mu;
-  std::deque<std::pair<RuleEventRecord, std::string>> pending;  // event, action params JSON
-  uint64_t dropped = 0;
-};
-
 struct PyRuleRunner {
   std::shared_ptr<Writer> writer;
   std::shared_ptr<StopState> stop = std::make_shared<StopState>();
   std::shared_ptr<RollbackQueue> rollbacks = std::make_shared<RollbackQueue>();
-  // With custom rules: the built-in registry plus their types, and their Python objects. Both
-  // outlive the runner (its engine's rules borrow them).
-  std::unique_ptr<RuleRegistry> registry;
-  std::unique_ptr<PythonRules> custom;
+  // The custom rules' types and Python objects, and the rollback queue: outlive the runner
+  // (its engine's rules borrow them).
+  std::unique_ptr<InProcessRules> plugins;
   std::unique_ptr<RuleRunner> runner;
   bool listening = false;  // the writer wakes the runner after each write
   void Unlisten() {
@@ -78,18 +66,6 @@ const char* ParamTypeName(ParamType t) {
   return "?";
 }
 
-py::dict StatusToDict(const RuleStatusInfo& s) {
-  py::dict d;
-  d["rule"] = s.rule;
-  d["type"] = s.type;
-  d["status"] = std::string(RuleStatusName(s.status));
-  d["message"] = s.message;
-  d["firings"] = s.firings;
-  d["violations"] = s.violations;
-  d["evaluations"] = s.evaluations;
-  d["last_step"] = s.last_step;
-  return d;
-}
 
 }  // namespace
 
@@ -165,13 +141,10 @@ void InitRules(py::module_& m) {
              if (!out->writer) throw py::value_error("trainscope: writer is closed");
              RuleRunnerOptions o;
              o.run_dir = run_dir;
-             if (!custom_rules.empty()) {
-               out->custom = std::make_unique<PythonRules>(custom_rules);
-               out->registry = std::make_unique<RuleRegistry>(RuleRegistry::BuiltIn());
-               Status st = out->custom->AddTypes(out->registry.get());
-               if (!st.ok()) ThrowStatus(st);
-               o.registry = out->registry.get();
-             }
+             // in-process (stop_flag): rollback requests wait for the training thread
+             out->plugins = std::make_unique<InProcessRules>(
+                 custom_rules, stop_flag ? out->rollbacks : nullptr);
+             out->plugins->Configure(&o);
              o.rules =
                  ParseConfig(config_json, o.registry ? *o.registry : RuleRegistry::BuiltIn());
              std::weak_ptr<Writer> weak = out->writer;
@@ -186,18 +159,6 @@ void InitRules(py::module_& m) {
                    st->reason = e.rule + ": " + e.message;
                    st->requested.store(true, std::memory_order_release);
                  }
-               };
-             }
-             if (stop_flag) {  // in-process: rollback requests wait for the training thread
-               std::shared_ptr<RollbackQueue> q = out->rollbacks;
-               o.rollback = [q](const RuleEventRecord& e, const ActionSpec& a) -> Status {
-                 std::lock_guard<std::mutex> lock(q->mu);
-                 if (q->pending.size() >= RollbackQueue::kMax) {
-                   q->dropped++;
-                   return Status::Unavailable("rollback requests not taken (no executor)");
-                 }
-                 q->pending.emplace_back(e, a.params_json);
-                 return Status::OK();
                };
              }
              o.requested_by = requested_by;
@@ -248,7 +209,7 @@ void InitRules(py::module_& m) {
                v = r.runner->Statuses();
              }
              py::list out;
-             for (const auto& s : v) out.append(StatusToDict(s));
+             for (const auto& s : v) out.append(RuleStatusToDict(s));
              return out;
            })
       .def("action_stats",
@@ -264,22 +225,9 @@ void InitRules(py::module_& m) {
            })
       .def("last_error", [](PyRuleRunner& r) { return r.runner->last_error(); })
       .def("custom_rule_errors",
-           [](PyRuleRunner& r) { return r.custom ? r.custom->errors() : uint64_t{0}; })
+           [](PyRuleRunner& r) { return r.plugins->custom_errors(); })
       .def("take_rollbacks",
-           [](PyRuleRunner& r) {
-             std::deque<std::pair<RuleEventRecord, std::string>> taken;
-             {
-               std::lock_guard<std::mutex> lock(r.rollbacks->mu);
-               taken.swap(r.rollbacks->pending);
-             }
-             py::list out;
-             for (const auto& [e, params] : taken) {
-               py::dict d = RuleEventToDict(e);
-               d["action_json"] = params;
-               out.append(d);
-             }
-             return out;
-           },
+           [](PyRuleRunner& r) { return r.rollbacks->Take(); },
            "Rollback actions the engine dispatched since the last call (oldest first): the "
            "firing events, each with its action's parameters as JSON (action_json).")
       .def("stop_requested",

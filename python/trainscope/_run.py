@@ -182,16 +182,16 @@ class RunLifecycle:
             try:
                 from . import _distributed
                 from . import rules as _rules
-                # rules that compare ranks (straggler) run on rank 0 only, over every stream;
-                # custom Python rules run in the worker's engine (their trampoline)
+                # The core runtime's rule runners (as the C++ Session's): rules that compare
+                # ranks (straggler) run on rank 0 only, over every stream; custom Python rules
+                # run in the worker's engine (their trampoline)
                 local, cross = _distributed.split_cross_rank(self._builtin_rules)
                 if local or self._custom_rules:
-                    self._rule_runner = _rules.start_runner(
-                        self.out_dir, local, self._writer, [self.worker],
-                        poll_ms=_RULES_LATENCY_MS, custom=self._custom_rules)
+                    _rules.start_in_runtime(self._runtime, local, [self.worker],
+                                            poll_ms=_RULES_LATENCY_MS, custom=self._custom_rules)
                 if cross and _worker_rank() == 0:
-                    self._cross_runner = _rules.start_runner(
-                        self.out_dir, cross, self._writer, [], poll_ms=_RULES_LATENCY_MS)
+                    _rules.start_in_runtime(self._runtime, cross, [], all_streams=True,
+                                            poll_ms=_RULES_LATENCY_MS)
             except Exception as e:
                 if self.strict:
                     raise
@@ -200,7 +200,6 @@ class RunLifecycle:
 
     _dist = None  # the StopCoordinator of a job of several ranks (_distributed.py)
     _stack_watch = None  # captures Python stacks when the loop stalls (_stacks.py)
-    _cross_runner = None  # rank 0: rules comparing the ranks (straggler), over every stream
     _comm_timing = None  # a DDP model's collective waits (_comm_timing.py)
     _grads_final_only = False  # DDP: gradients are read once all-reduced (_slow_grads)
 
@@ -226,16 +225,16 @@ class RunLifecycle:
         if self._stop_reason is not None:
             return
         try:
-            for r in (self._rule_runner, self._cross_runner):
-                if r is not None and r.stop_requested():
-                    self._request_stop_inprocess(r.stop_reason() or "rule stop_training action")
-                    return
-            # control/stop.json, through the runtime: a malformed request is said once (per
-            # distinct problem: a warning and a stop_request_invalid event) and ignored
+            # Through the runtime: a rule's stop_training (its flag, seen first), else
+            # control/stop.json (a malformed request is said once per distinct problem: a
+            # warning and a stop_request_invalid event, and ignored)
             rt = self._runtime
             reason = rt.poll_stop(self.step_count) if rt is not None else None
             if reason is not None:
-                self._request_stop_inprocess(reason or "stop requested", source="control")
+                if rt.stop_source == "rule":
+                    self._request_stop_inprocess(reason or "rule stop_training action")
+                else:
+                    self._request_stop_inprocess(reason or "stop requested", source="control")
         except Exception as e:
             self._fail("stop check", e)
 
@@ -296,27 +295,21 @@ class RunLifecycle:
 
     # =============================================================================== errors
     def _fail(self, where: str, exc: BaseException) -> None:
-        """Counts an internal error, logs it once per place, records it, degrades."""
-        try:
-            self.error_count += 1
-            n = self._errors.get(where, 0) + 1
-            self._errors[where] = n
-            msg = f"{type(exc).__name__}: {exc}"
-            if n == 1:
-                log.warning("trainscope: internal error in %s (training continues): %s",
-                            where, msg)
-            if self._writer is not None and (n == 1 or n % 100 == 0):
-                self._writer.add_event(EVENT.HOOK_ERROR, json.dumps({
-                    "where": where, "message": msg, "count": n, "total": self.error_count,
-                    "step": self.step_count}))
-            if self.error_count >= self._max_errors and self._saving:
-                self._saving = False
-                if threading.get_ident() == self._owner_thread:
-                    self._plan = None  # else the training thread's next save check sees it
-                log.warning("trainscope: %d internal errors; the hook stops saving tensors",
-                            self.error_count)
-        except Exception:
-            pass
+        """Counts an internal error, logs it once per place, records it, degrades (the
+        FailureLog; also the step clock's upcall)."""
+        self._failures.fail(where, exc)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        self._failures.warn_once(key, message)
+
+    def _stop_saving(self) -> bool:
+        """After max_errors internal errors: no more tensors (False when already stopped)."""
+        if not self._saving:
+            return False
+        self._saving = False
+        if threading.get_ident() == self._owner_thread:
+            self._plan = None  # else the training thread's next save check sees it
+        return True
 
     def _close_run(self) -> None:
         """The work of close() (called once)."""
@@ -382,14 +375,11 @@ class RunLifecycle:
                 w.commit()
             except Exception as e:
                 self._fail("close", e)
-            for name, obj, method in (("rules", self._rule_runner, "stop"),
-                                      ("rank rules", self._cross_runner, "stop"),
-                                      ("system monitor", self._runtime, "stop_background")):
-                if obj is not None:
-                    try:
-                        getattr(obj, method)()
-                    except Exception as e:
-                        self._fail(name, e)
+            if self._runtime is not None:
+                try:  # the rules finish (final statuses), then the system monitor stops
+                    self._runtime.stop_background()
+                except Exception as e:
+                    self._fail("rules", e)
             try:
                 err = w.close()
                 if err:

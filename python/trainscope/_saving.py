@@ -6,19 +6,14 @@ records to the writer thread; the bytes written are accounted in the hook's Stor
 from __future__ import annotations
 
 import functools
-import json
-import logging
 from typing import Any, Dict
 
 from . import _core
 from ._capture import _is_dtensor
 from ._dtypes import _torch_codes, torch_to_buffer
 from ._modes import Mode
-from ._schema import EVENT
 from ._step_clock import COUNTER_MODE_STEPS, MODES, _now_us
 from ._storage import SUMMARY_BYTES
-
-log = logging.getLogger("trainscope")
 
 
 # Scalars the hook records besides losses (docs/python.md). The amp ones are named in
@@ -212,17 +207,6 @@ class Saving:
             if b and c.source in ("param", "grad"):  # sizes fully known: no need to observe
                 self._storage.per_save(c.name, b)
         self._storage.check_projection(self.collections, self.save_interval)
-
-    def _warn_once(self, key: str, message: str) -> None:
-        if ("warn", key) in self._errors:
-            return
-        self._errors[("warn", key)] = 1
-        log.warning(message)
-        try:
-            if self._writer is not None:
-                self._writer.add_event(EVENT.STORAGE_WARNING, json.dumps({"message": message}))
-        except Exception:
-            pass
 
     def _take_dev_losses(self) -> None:
         """Moves the device losses the clock kept (detached, not yet copied) to

@@ -125,10 +125,10 @@ class StackWatch:
         self.capture(str(req.get("reason") or "capture requested"), req["id"])
 
     def _new_firing(self) -> Optional[str]:
-        r = self._hook._rule_runner
-        if r is None:
+        rt = self._hook._runtime
+        if rt is None or not rt.has_rules:
             return None
-        for s in r.statuses():
+        for s in rt.rule_statuses():
             if s.get("type", s.get("rule")) == RULE or s.get("rule") == RULE:
                 n = int(s.get("firings", 0))
                 if n > self._firings:

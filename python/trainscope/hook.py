@@ -46,6 +46,7 @@ from typing import Any, Dict, Iterable, List, Optional
 from . import _core
 from ._capture import Capture
 from ._errors import ConfigError, check_callable, check_hook_arguments
+from ._failures import FailureLog
 from ._loader import _TimedLoader
 from ._modes import Mode, TrainingStopped
 from ._profiler import ProfilerConfig
@@ -164,9 +165,8 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         self._next_save = _ModeArray(self._clock, COUNTER_NEXT_SAVE)  # first tensor save step
         self._loss_next = _ModeArray(self._clock, COUNTER_LOSS_NEXT)  # first loss save step
         self._loss_names: List[str] = []
-        self._errors: Dict[str, int] = {}
-        self.error_count = 0
-        self._max_errors = args["max_errors"]
+        self._failures = FailureLog(args["max_errors"], lambda: self._writer,
+                                    lambda: self.step_count, self._stop_saving)
         self._lock = threading.Lock()
         self._writer = None
         self._closed = False
@@ -185,7 +185,6 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         self._optimizers: List[Any] = []
         self._stop_reason: Optional[str] = None
         self._stop_raised = False
-        self._rule_runner = None
         self._sampler = None
         self._profiling = None
         self.raise_on_stop = args["raise_on_stop"]
@@ -214,7 +213,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         self._clock.loss_on_device = self.device_stats == "torch"
         self.save_interval = args["save_interval"]
         self._storage = StorageAccount(args["storage_budget_bytes"], args["expected_steps"],
-                                       self._warn_once)
+                                       self._failures.warn_once)
         self.profiler = profiler
         self._clock.profile_start_step = int(profiler.start_step) if profiler is not None else -1
         self._system_monitor_interval_ms = args["system_monitor_interval_ms"]
@@ -465,10 +464,10 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         this only polls itself when that thread is not running or stops are to be checked
         more often (stop_check_interval_ms)."""
         if self._stop_reason is None:
-            r = self._rule_runner
-            if r is not None and r.stop_requested():  # an atomic load: a firing shows at once
-                self._request_stop_inprocess(r.stop_reason() or "rule stop_training action")
-            elif self._poll_often or not self._committing:
+            rt = self._runtime
+            # the runtime's stop flag is an atomic load: a rule's firing shows at once
+            if (rt is not None and rt.stop_requested()) or self._poll_often \
+                    or not self._committing:
                 self._poll_stop()
         return self._stop_reason is not None
 
@@ -516,23 +515,23 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         """Rollback actions the rules engine dispatched since the last call: the firing
         events (rule, firing, step, details_json with first_step, action_json), oldest first.
         The ts.Checkpointer following this hook executes them (trainscope/rollback.py)."""
-        out: list = []
-        for runner in (self._rule_runner, self._cross_runner):
-            if runner is not None:
-                try:
-                    out.extend(runner.take_rollbacks())
-                except Exception as e:
-                    self._fail("take_rollbacks", e)
-        return out
+        rt = self._runtime
+        if rt is None or not rt.has_rules:
+            return []
+        try:
+            return rt.take_rollbacks()
+        except Exception as e:
+            self._fail("take_rollbacks", e)
+            return []
 
     def rule_statuses(self) -> dict:
         """Current statuses of in-process rules: {rule: {"status", "message", ...}}."""
         out = {}
         try:
-            for runner in (self._rule_runner, self._cross_runner):
-                if runner is not None:
-                    for s in runner.statuses():
-                        out[s["rule"]] = s
+            rt = self._runtime
+            if rt is not None and rt.has_rules:
+                for s in rt.rule_statuses():
+                    out[s["rule"]] = s
         except Exception as e:
             self._fail("rule_statuses", e)
         return out
@@ -540,7 +539,12 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
     @property
     def errors(self) -> Dict[str, int]:
         """Internal errors by place (the hook's degraded operations)."""
-        return {k: v for k, v in self._errors.items() if isinstance(k, str)}
+        return dict(self._failures.by_place)
+
+    @property
+    def error_count(self) -> int:
+        """Internal errors so far (after max_errors of them the hook stops saving tensors)."""
+        return self._failures.count
 
     # ========================================================== checkpoints (checkpoint.py)
     _step_callbacks: tuple = ()  # set through add/remove_step_callback (the clock's flag)

@@ -178,15 +178,18 @@ def required_collections(builtin: List[Rule], collections, save_interval: int) -
     return list(added.values())
 
 
-def start_runner(run_dir: str, builtin: List[Rule], writer, streams: List[str],
-                 poll_ms: int = 100, custom: Iterable[Rule] = ()):
-    """In-process C++ RuleRunner over built-in and custom rules: rule events into `writer`,
-    stop_training sets a flag the hook polls."""
-    return _runner(run_dir, builtin, list(custom), writer, streams=streams, poll_ms=poll_ms,
-                   requested_by="hook", stop_flag=True, wake_on_write=True)
+def start_in_runtime(runtime, builtin: List[Rule], streams: List[str], all_streams=False,
+                     poll_ms: int = 100, custom: Iterable[Rule] = ()) -> None:
+    """In-process rules in the core runtime (_core.Runtime, as the C++ Session's): built-in and
+    custom rules in one runner, rule events into the worker's stream, stop_training through
+    the runtime's poll_stop, rollback firings in its take_rollbacks()."""
+    cfg, specs = _engine_config(runtime.run_dir, builtin, list(custom))
+    runtime.start_rules(json.dumps({"rules": cfg}), streams=streams, all_streams=all_streams,
+                        poll_ms=poll_ms, custom_rules=specs)
 
 
-def _runner(run_dir: str, builtin: List[Rule], custom: List[Rule], writer, **kw):
+def _engine_config(run_dir: str, builtin: List[Rule], custom: List[Rule]):
+    """The engine's rules configuration and the custom rules' trampoline specs."""
     cfg = [getattr(r, "_config", None) or r.to_config() for r in builtin]
     runs = _SharedRun(run_dir)
     specs = []
@@ -194,6 +197,11 @@ def _runner(run_dir: str, builtin: List[Rule], custom: List[Rule], writer, **kw)
         cfg.append(_custom_config(r))
         specs.append({"name": r.name, "id": r.id, "call": _CustomCall(r, runs),
                       "title": r.title, "severity": r.severity, "advice": r.advice})
+    return cfg, specs
+
+
+def _runner(run_dir: str, builtin: List[Rule], custom: List[Rule], writer, **kw):
+    cfg, specs = _engine_config(run_dir, builtin, custom)
     return _core.RuleRunner(run_dir, json.dumps({"rules": cfg}), writer, custom_rules=specs, **kw)
 
 

@@ -60,6 +60,14 @@ void RuleRunner::Cycle(bool final_cycle) {
   }
   engine_->Tick();
   bool ended = opened_ && options_.source->Ended();
+  if (ended) {
+    // Ended() looks at the writers now, the refresh above read the files before: a writer may
+    // have added its last records and gone in between. Gone, it writes nothing more, so one
+    // more refresh reads everything before the engine finishes.
+    auto n = options_.source->Refresh();
+    if (!n.ok()) error = n.status().ToString();
+    engine_->Tick();
+  }
   if (ended || final_cycle) engine_->Finish();
   std::lock_guard<std::mutex> lock(mu_);
   statuses_ = engine_->Statuses();

@@ -154,5 +154,57 @@ TEST_F(RunnerTest, StopTrainingActionWritesTheControlFile) {
   EXPECT_NE(reason.find("exploding_tensor"), std::string::npos) << reason;
 }
 
+// A source whose writer adds its last record and goes between the runner's read and its look at
+// the writers (what made EvaluatesALiveRunAndFinishesWhenItEnds flaky): the runner reads once
+// more after Ended(), so the last record is evaluated before the engine finishes.
+class WriterGoesAfterTheRead : public RecordSource {
+ public:
+  Status Open(RecordVisitor* visitor) override {
+    visitor_ = visitor;
+    return Status::OK();
+  }
+  Result<size_t> Refresh() override {
+    ++refreshes_;
+    if (refreshes_ == 1) {
+      for (int64_t s = 0; s < 3; ++s) Loss(s, 1.0);
+      ended_ = true;  // right after this read the writer wrote step 3 and closed
+      return size_t{3};
+    }
+    if (refreshes_ == 2) {
+      Loss(3, std::nan(""));
+      return size_t{1};
+    }
+    return size_t{0};
+  }
+  bool Ended() const override { return ended_; }
+  Result<RawTensorRecord> Raw(const std::string&, const std::string&, int64_t, Mode) override {
+    return Status::Unavailable("no raw tensors");
+  }
+
+ private:
+  void Loss(int64_t step, double v) {
+    ScalarRecord r;
+    r.name = "losses/loss";
+    r.step = r.mode_step = step;
+    r.value = v;
+    r.wall_us = NowMicros();
+    visitor_->OnScalar("worker-0", r);
+  }
+  RecordVisitor* visitor_ = nullptr;
+  int refreshes_ = 0;
+  bool ended_ = false;
+};
+
+TEST_F(RunnerTest, RecordsWrittenJustBeforeTheWriterWentAreEvaluated) {
+  RuleRunnerOptions o = Options("exploding_tensor");
+  o.source = std::make_unique<WriterGoesAfterTheRead>();
+  auto runner = RuleRunner::Start(std::move(o));
+  ASSERT_TRUE(runner.ok());
+  ASSERT_TRUE(runner.value()->WaitFinished(60'000));
+  auto fired = Events(RuleStatus::kIssuesFound);
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0].step, 3);
+}
+
 }  // namespace
 }  // namespace trainscope

@@ -30,7 +30,8 @@ Result<std::unique_ptr<TrainingRuntime>> TrainingRuntime::Open(RuntimeOptions op
   if (!w.ok()) return w.status();
   rt->writer_ = std::shared_ptr<Writer>(std::move(w).value());
   if (!o.run_start_json.empty()) rt->Event(schema::event::kRunStart, o.run_start_json);
-  Status rules = rt->StartRules();
+  Status rules = rt->StartRules({o.rules_json, o.rule_streams, false, o.rule_poll_ms,
+                                 o.configure_rules});
   if (!rules.ok()) {
     (void)rt->writer_->Close();
     return rules;
@@ -64,49 +65,75 @@ void TrainingRuntime::StartSampler() {
 #endif
 }
 
-Status TrainingRuntime::StartRules() {
-  if (options_.rules_json.empty()) return Status::OK();
+Status TrainingRuntime::StartRules(RuntimeRuleSet set) {
+  if (set.rules_json.empty()) return Status::OK();
+  if (closed_ || rules_stopped_) return Status::Unavailable("the runtime's rules were stopped");
 #ifdef TS_RUNTIME_HAVE_RULES
-  auto configs = ParseRulesConfig(options_.rules_json);
-  if (!configs.ok()) return configs.status();
-  if (configs->empty()) return Status::OK();
   RuleRunnerOptions ro;
   ro.run_dir = options_.run_dir;
-  ro.rules = std::move(configs).value();
   std::weak_ptr<Writer> weak = writer_;
   ro.sink = [weak](const RuleEventRecord& e) {
     if (auto w = weak.lock()) w->AddRuleEvent(e);
   };
-  // stop_training stops this process through PollStop() (no control file round trip).
-  ro.stop_training = [this](const RuleEventRecord& e) { SetStop(e.rule + ": " + e.message); };
+  ro.stop_training = [this](const RuleEventRecord& e) {
+    SetStop(e.rule + ": " + e.message, StopSource::kRule);
+  };
   ro.requested_by = "runtime";
-  ro.poll_ms = options_.rule_poll_ms;
-  ro.streams = options_.rule_streams.empty() ? std::vector<std::string>{options_.stream}
-                                             : options_.rule_streams;
-  if (options_.configure_rules) options_.configure_rules(&ro);
+  ro.poll_ms = set.poll_ms;
+  if (!set.all_streams)
+    ro.streams = set.streams.empty() ? std::vector<std::string>{options_.stream} : set.streams;
+  if (set.configure) set.configure(&ro);  // may add rule types: before the configuration
+  auto configs = ParseRulesConfig(set.rules_json, ro.registry != nullptr
+                                                      ? *ro.registry
+                                                      : RuleRegistry::BuiltIn());
+  if (!configs.ok()) return configs.status();
+  if (configs->empty()) return Status::OK();
+  ro.rules = std::move(configs).value();
   auto r = RuleRunner::Start(std::move(ro));
   if (!r.ok()) return r.status();
-  rules_ = std::move(r).value();
-  RuleRunner* runner = rules_.get();
-  writer_->SetFlushListener([runner] { runner->Wake(); });  // a write wakes the rules at once
+  rules_.push_back(std::move(r).value());
+  std::vector<RuleRunner*> runners;
+  for (const auto& runner : rules_) runners.push_back(runner.get());
+  writer_->SetFlushListener([runners] {  // a write wakes the rules at once
+    for (RuleRunner* runner : runners) runner->Wake();
+  });
   return Status::OK();
 #else
   return Status::InvalidArgument("built without the rules engine (rules layer)");
 #endif
 }
 
-void TrainingRuntime::SetStop(const std::string& reason) {
+std::vector<RuleStatusInfo> TrainingRuntime::RuleStatuses() const {
+  std::vector<RuleStatusInfo> out;
+#ifdef TS_RUNTIME_HAVE_RULES
+  for (const auto& runner : rules_) {
+    std::vector<RuleStatusInfo> s = runner->Statuses();
+    out.insert(out.end(), s.begin(), s.end());
+  }
+#endif
+  return out;
+}
+
+void TrainingRuntime::SetStop(const std::string& reason, StopSource source) {
   std::lock_guard<std::mutex> lock(stop_mu_);
   if (stop_.load(std::memory_order_relaxed)) return;
   stop_reason_ = reason;
+  stop_source_ = source;
   stop_.store(true, std::memory_order_release);
 }
 
-void TrainingRuntime::RequestStop(const std::string& reason) { SetStop(reason); }
+void TrainingRuntime::RequestStop(const std::string& reason) {
+  SetStop(reason, StopSource::kRequest);
+}
 
 std::string TrainingRuntime::stop_reason() const {
   std::lock_guard<std::mutex> lock(stop_mu_);
   return stop_reason_;
+}
+
+StopSource TrainingRuntime::stop_source() const {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  return stop_source_;
 }
 
 bool TrainingRuntime::PollStop(int64_t step, std::string* reason) {
@@ -117,7 +144,7 @@ bool TrainingRuntime::PollStop(int64_t step, std::string* reason) {
       std::string why;
       Status s = ReadStopRequest(options_.run_dir, &why);
       if (s.ok()) {
-        SetStop(why);
+        SetStop(why, StopSource::kControl);
       } else if (!s.IsNotFound() && s.message() != bad_request_) {
         bad_request_ = s.message();  // said once per distinct problem, then ignored
         Log(LogLevel::kWarning, "ignoring a malformed stop request: " + s.message());
@@ -138,11 +165,11 @@ bool TrainingRuntime::Event(const std::string& kind, const std::string& json) {
 }
 
 void TrainingRuntime::StopBackground() {
-  if (rules_ != nullptr && !rules_stopped_) {
+  if (!rules_.empty() && !rules_stopped_) {
     rules_stopped_ = true;
     writer_->Flush();
     writer_->SetFlushListener(nullptr);
-    rules_->Stop(/*finish=*/true);  // reads what is left (the run's end), final statuses
+    for (auto& runner : rules_) runner->Stop(/*finish=*/true);  // what is left, final statuses
   }
   sampler_.reset();  // stops and joins
 }
@@ -152,8 +179,7 @@ Status TrainingRuntime::Close(const std::string& run_end_json) {
   closed_ = true;
   if (!run_end_json.empty()) Event(schema::event::kRunEnd, run_end_json);
   StopBackground();
-  Status s = writer_->Close();
-  rules_.reset();
+  Status s = writer_->Close();  // the stopped runners stay: their final statuses
   return s;
 }
 

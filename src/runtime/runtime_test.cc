@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "trainscope/reader.h"
+#include "trainscope/rules.h"
 #include "util/env.h"
 #include "util/testing/temp_dir.h"
 
@@ -91,6 +93,87 @@ TEST(TrainingRuntime, StopRequestsFromTheControlDirectoryAndInProcess) {
   EXPECT_TRUE((*rt2)->PollStop(0, &reason));
   EXPECT_EQ(reason, "preempted (signal 15)");
   EXPECT_EQ((*rt2)->stop_reason(), "preempted (signal 15)");
+}
+
+// The Python hook's wiring: rule sets started after Open, one over every stream (rank 0's
+// cross-rank rules), one over this worker's; a rule's stop reaches PollStop as kRule.
+TEST(TrainingRuntime, RuleSetsStartedAfterOpenStopThroughPollStop) {
+  testing::TempDir tmp;
+  RuntimeOptions o;
+  o.run_dir = tmp.path();
+  auto rt = TrainingRuntime::Open(o);
+  ASSERT_TRUE(rt.ok());
+  EXPECT_FALSE((*rt)->has_rules());
+  EXPECT_EQ((*rt)->stop_source(), StopSource::kNone);
+  std::vector<std::string> seen_streams{"unset"};
+  RuntimeRuleSet all{R"({"rules":[{"name":"exploding_tensor","actions":["stop_training"]}]})",
+                     {}, true, 5, [&](RuleRunnerOptions* ro) {
+                       seen_streams = ro->streams;  // before the configuration is parsed
+                       EXPECT_TRUE(ro->rules.empty());
+                       ro->idle_flush_us = 10'000;
+                     }};
+  ASSERT_TRUE((*rt)->StartRules(all).ok());
+  EXPECT_TRUE(seen_streams.empty());  // every stream
+  RuntimeRuleSet mine{R"({"rules":[{"name":"dead_loss"}]})", {}, false, 5,
+                      [&](RuleRunnerOptions* ro) { seen_streams = ro->streams; }};
+  ASSERT_TRUE((*rt)->StartRules(mine).ok());
+  EXPECT_EQ(seen_streams, std::vector<std::string>{"worker-0"});
+  EXPECT_FALSE((*rt)->StartRules({R"({"rules":[{"name":"no_such_rule"}]})"}).ok());
+  EXPECT_TRUE((*rt)->has_rules());
+
+  WriterOptions wo;
+  wo.run_dir = tmp.path();
+  wo.stream = "worker-1";  // another worker's stream: only the all-streams set reads it
+  auto w = Writer::Open(wo);
+  ASSERT_TRUE(w.ok());
+  std::string reason;
+  bool stopped = false;
+  // bounded wait (10 s), no assertion on time
+  for (int64_t s = 0, until = NowMicros() + 10'000'000; !stopped && NowMicros() < until; ++s) {
+    ScalarRecord r;
+    r.name = "losses/loss";
+    r.step = r.mode_step = s;
+    r.value = s < 3 ? 1.0 : NAN;
+    r.wall_us = NowMicros();
+    (*w)->AddScalar(r);
+    (*w)->Flush();
+    Env::Default()->SleepMicros(10'000);
+    stopped = (*rt)->PollStop(s, &reason);
+  }
+  ASSERT_TRUE(stopped);
+  EXPECT_EQ((*rt)->stop_source(), StopSource::kRule);
+  EXPECT_EQ(reason.rfind("exploding_tensor: ", 0), 0u) << reason;
+  std::vector<std::string> rules;
+  for (const auto& st : (*rt)->RuleStatuses()) rules.push_back(st.rule);
+  EXPECT_EQ(rules, (std::vector<std::string>{"exploding_tensor", "dead_loss"}));
+  ASSERT_TRUE((*w)->Close().ok());
+  ASSERT_TRUE((*rt)->Close().ok());
+  EXPECT_FALSE((*rt)->StartRules(mine).ok());  // stopped with the runtime
+  bool fired = false;
+  auto r = RunReader::Open(tmp.path());
+  ASSERT_TRUE(r.ok());
+  for (const auto& e : (*r)->RuleEvents()) fired |= e.rule == "exploding_tensor";
+  EXPECT_TRUE(fired);
+}
+
+TEST(TrainingRuntime, TheStopSourceSaysWhereTheFirstRequestCameFrom) {
+  testing::TempDir tmp;
+  RuntimeOptions o;
+  o.run_dir = tmp.path();
+  o.stop_check_interval_ms = 0;
+  auto rt = TrainingRuntime::Open(o);
+  ASSERT_TRUE(rt.ok());
+  ASSERT_TRUE(RequestStop(tmp.path(), "enough", "test").ok());
+  EXPECT_TRUE((*rt)->PollStop(0));
+  EXPECT_EQ((*rt)->stop_source(), StopSource::kControl);
+  (*rt)->RequestStop("later");
+  EXPECT_EQ((*rt)->stop_source(), StopSource::kControl);  // the first one stays
+  testing::TempDir tmp2;
+  o.run_dir = tmp2.path();
+  auto rt2 = TrainingRuntime::Open(o);
+  ASSERT_TRUE(rt2.ok());
+  (*rt2)->RequestStop("preempted");
+  EXPECT_EQ((*rt2)->stop_source(), StopSource::kRequest);
 }
 
 #ifdef __linux__

@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "trainscope/rules.h"
 #include "trainscope/schema.h"
 
 namespace trainscope::server {
@@ -157,13 +158,12 @@ std::string LiveRun::DataJson(uint64_t since, int64_t refresh_interval_us) {
     system.push_back({{"w", it.stream}, {"t", it.rec.wall_us}, {"m", metrics}});
   }
   auto rule_json = [](const Item<RuleEventRecord>& it) {
-    const RuleEventRecord& e = it.rec;
-    return json{{"rule", e.rule},       {"status", RuleStatusName(e.status)},
-                {"step", e.step},       {"mode", ModeName(e.mode)},
-                {"worker", e.worker},   {"tensors", e.tensors},
-                {"value", e.value},     {"threshold", e.threshold},
-                {"message", e.message}, {"firing", e.firing},
-                {"t", e.wall_us}};
+    // The one JSON form of a rule event (webhooks, exec actions, `trainscope rules`), with the
+    // dashboard's short time key "t" (µs) beside it.
+    json j = json::parse(RuleEventToJson(it.rec), nullptr, false);
+    if (j.is_discarded()) j = json::object();
+    j["t"] = it.rec.wall_us;
+    return j;
   };
   json rule_events = json::array();
   for (size_t i = FirstAfter(rule_events_, since); i < rule_events_.size(); ++i) {

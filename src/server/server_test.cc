@@ -18,6 +18,7 @@
 
 #include "server/http.h"
 #include "server/security.h"
+#include "trainscope/rules.h"
 #include "trainscope/run.h"
 #include "trainscope/schema.h"
 #include "trainscope/writer.h"
@@ -209,6 +210,19 @@ class DashboardTest : public ::testing::Test {
   std::unique_ptr<DashboardServer> server_;
   int port_ = 0;
 };
+
+TEST_F(DashboardTest, RuleEventsAreTheEnginesJsonFormWithTheDashboardsTimeKey) {
+  StartServer("");
+  auto d = nlohmann::json::parse(Get(port_, "/api/runs/r1").body);
+  ASSERT_EQ(d["rule_events"].size(), 1u);
+  nlohmann::json e = d["rule_events"][0];
+  EXPECT_EQ(e["t"], e["wall_us"]);
+  e.erase("t");
+  auto r = RunReader::Open(run_);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ((*r)->RuleEvents().size(), 1u);
+  EXPECT_EQ(e, nlohmann::json::parse(RuleEventToJson((*r)->RuleEvents()[0])));
+}
 
 TEST_F(DashboardTest, ListsRunsAndServesDataWithCursor) {
   StartServer("");

@@ -1,10 +1,10 @@
 // trainscope compare RUN_A RUN_B — two runs side by side, what changed, recurring bottlenecks.
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "trainscope/report.h"
+#include "util/env.h"
 
 namespace trainscope::cli {
 namespace {
@@ -57,9 +57,9 @@ int Compare(Context& ctx) {
         {{"rule", rule}, {"runs", std::to_string(n) + " of " + std::to_string(total_runs)}});
   }
   if (!html.empty()) {
-    std::ofstream out(html, std::ios::binary | std::ios::trunc);
-    out << CompareHtml(j["title"].get<std::string>(), j.dump());
-    if (!out) {
+    Status st = Env::Default()->WriteFileAtomic(
+        html, CompareHtml(j["title"].get<std::string>(), j.dump()));
+    if (!st.ok()) {
       ctx.err << "trainscope compare: cannot write " << html << "\n";
       return 1;
     }

@@ -3,7 +3,6 @@
 // hook for a capture now. Exit 0 when stacks were printed, 1 when there are none, 2 on usage.
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <ostream>
 #include <set>
 #include <thread>
@@ -14,11 +13,10 @@
 #include "trainscope/report.h"
 #include "trainscope/run.h"
 #include "trainscope/schema.h"
+#include "util/env.h"
 
 namespace trainscope::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 const char* kUsage = R"(usage: trainscope stacks RUN [--all] [--brief] [--capture] [--wait-s N]
 Prints the Python stacks of every thread that each rank's hook captured into RUN/stacks/ when
@@ -33,12 +31,12 @@ int64_t NowUs() {
       .count();
 }
 
-std::set<std::string> Workers(const std::string& run) {
+std::set<std::string> Workers(Env* env, const std::string& run) {
   std::set<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(run, ec)) {
-    std::string n = e.path().filename().string();
-    if (e.is_directory(ec) && schema::IsWorkerStream(n)) out.insert(n);
+  auto names = env->ListDir(run);
+  if (!names.ok()) return out;
+  for (const auto& n : *names) {
+    if (schema::IsWorkerStream(n) && env->IsDirectory(run + "/" + n)) out.insert(n);
   }
   return out;
 }
@@ -46,17 +44,25 @@ std::set<std::string> Workers(const std::string& run) {
 // torch's flight recorder dumps in RUN/flight_recorder/ (python/trainscope/_flight_recorder.py):
 // the hooks' (<capture>/rank_<N>, one folder per capture) and torch's own on a NCCL timeout
 // (rank_<N>), sorted by path.
-std::vector<std::pair<std::string, uintmax_t>> FlightRecorderDumps(const std::string& run) {
+std::vector<std::pair<std::string, uintmax_t>> FlightRecorderDumps(Env* env,
+                                                                  const std::string& run) {
   std::vector<std::pair<std::string, uintmax_t>> out;
-  std::error_code ec;
-  fs::path dir = fs::path(run) / "flight_recorder";
-  if (!fs::is_directory(dir, ec)) return out;
-  for (auto it = fs::recursive_directory_iterator(dir, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    std::string n = it->path().filename().string();
-    if (it.depth() > 1 || !it->is_regular_file(ec) || n.rfind("rank_", 0) != 0) continue;
-    out.emplace_back(fs::relative(it->path(), run, ec).string(), it->file_size(ec));
-  }
+  // A dump is a rank_* file directly in `rel` (torch's own) or one level below (a capture's).
+  auto scan = [&](const std::string& rel, bool descend, auto& self) -> void {
+    auto names = env->ListDir(run + "/" + rel);
+    if (!names.ok()) return;
+    for (const auto& n : *names) {
+      std::string path = rel + "/" + n;
+      if (env->IsDirectory(run + "/" + path)) {
+        if (descend) self(path, false, self);
+        continue;
+      }
+      if (n.rfind("rank_", 0) != 0) continue;
+      auto size = env->FileSize(run + "/" + path);
+      if (size.ok()) out.emplace_back(path, *size);
+    }
+  };
+  if (env->IsDirectory(run + "/flight_recorder")) scan("flight_recorder", true, scan);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -87,24 +93,24 @@ int Stacks(Context& ctx) {
     return 2;
   }
   const std::string& run = pos[0];
-  std::error_code ec;
-  if (!fs::is_directory(run, ec)) {
+  Env* env = Env::Default();
+  if (!env->IsDirectory(run)) {
     ctx.err << "trainscope stacks: " << run << " is not a directory\n";
     return 2;
   }
   if (capture) {
     int64_t since_ms = NowUs() / 1000;
-    Status st = RequestStacks(run, "trainscope stacks --capture", "cli");
+    Status st = RequestStacks(run, "trainscope stacks --capture", "cli", nullptr, env);
     if (!st.ok()) {
       ctx.err << "trainscope stacks: cannot write the capture request: " << st.ToString() << "\n";
       return 1;
     }
-    auto workers = Workers(run);
+    auto workers = Workers(env, run);
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
     while (true) {
       std::set<std::string> got;
-      for (const auto& c : LoadStacks(run, true)) {
+      for (const auto& c : LoadStacks(run, true, env)) {
         if (c.wall_ms >= since_ms) got.insert(c.worker);
       }
       bool done = !workers.empty() && got.size() >= workers.size();
@@ -120,8 +126,8 @@ int Stacks(Context& ctx) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
-  auto stacks = LoadStacks(run, !all);
-  auto dumps = FlightRecorderDumps(run);
+  auto stacks = LoadStacks(run, !all, env);
+  auto dumps = FlightRecorderDumps(env, run);
   if (stacks.empty()) {
     ctx.out << "no stacks captured in " << run
             << " (they are captured when stalled_training_loop fires, or with --capture)\n";

@@ -1,15 +1,12 @@
 // trainscope watch — evaluates rules on a (live) run from a separate process and emits rule
 // events into RUN/watch-<pid>/; exits when the run ends. docs/rules.md describes the rules.
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <ctime>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "command.h"
@@ -18,6 +15,7 @@
 #include "trainscope/run.h"
 #include "trainscope/schema.h"
 #include "trainscope/writer.h"
+#include "util/env.h"
 
 namespace trainscope::cli {
 namespace {
@@ -77,11 +75,6 @@ void ListRules(std::ostream& out) {
          "recover_after (10).\n";
 }
 
-bool IsDir(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 // True once the run has at least one stream with data.
 bool HasData(const std::string& run) {
   auto r = RunReader::Open(run);
@@ -132,14 +125,12 @@ int Watch(Context& ctx) {
   // Rules.
   std::vector<RuleConfig> rules;
   if (!config_path.empty()) {
-    std::ifstream in(config_path);
-    if (!in) {
+    std::string text;
+    if (!Env::Default()->ReadFile(config_path, &text).ok()) {
       ctx.err << "trainscope watch: cannot read config file '" << config_path << "'\n";
       return 2;
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto c = ParseRulesConfig(ss.str());
+    auto c = ParseRulesConfig(text);
     if (!c.ok()) {
       ctx.err << "trainscope watch: " << config_path << ": " << c.status().message() << "\n";
       return 2;
@@ -161,7 +152,7 @@ int Watch(Context& ctx) {
   }
 
   // The run directory.
-  if (!IsDir(run)) {
+  if (!Env::Default()->IsDirectory(run)) {
     ctx.err << "trainscope watch: run directory '" << run << "' does not exist"
             << (::access(run.c_str(), F_OK) == 0 ? " (it is not a directory)" : "") << "\n";
     return 2;

@@ -1,13 +1,9 @@
 #include "instrument.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "util/env.h"
 
@@ -117,19 +113,16 @@ Result<std::map<std::string, std::string>> PrepareInstrumentation(const Instrume
   return env;
 }
 
-std::vector<InstrumentStatus> ReadInstrumentStatus(const std::string& run_dir) {
+std::vector<InstrumentStatus> ReadInstrumentStatus(const std::string& run_dir, Env* env) {
+  if (env == nullptr) env = Env::Default();
   std::vector<InstrumentStatus> out;
-  std::error_code ec;
   const std::string dir = run_dir + "/instrument";
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const auto& p = it->path();
-    if (p.extension() != ".json") continue;
-    struct stat st {};
-    if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) continue;
-    std::ifstream f(p);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  auto names = env->ListDir(dir);
+  for (const std::string& name : names.ok() ? *names : std::vector<std::string>{}) {
+    if (name.size() <= 5 || name.compare(name.size() - 5, 5, ".json") != 0) continue;
+    std::string text;  // a regular file of at most 1 MiB (the Env refuses anything else)
+    if (!env->ReadFile(dir + "/" + name, &text, 1 << 20).ok()) continue;
+    auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) continue;
     InstrumentStatus s;
     s.pid = j.value("pid", int64_t{0});

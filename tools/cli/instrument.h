@@ -10,6 +10,10 @@
 #include "trainscope/rules.h"
 #include "trainscope/status.h"
 
+namespace trainscope {
+class Env;
+}  // namespace trainscope
+
 namespace trainscope::cli {
 
 struct InstrumentOptions {
@@ -36,7 +40,8 @@ struct InstrumentStatus {
 };
 
 // The reports under RUN/instrument/, sorted by pid. Unreadable or malformed files are skipped.
-std::vector<InstrumentStatus> ReadInstrumentStatus(const std::string& run_dir);
+std::vector<InstrumentStatus> ReadInstrumentStatus(const std::string& run_dir,
+                                                   Env* env = nullptr);
 
 // The lines `trainscope run` prints at the end about what was captured, or why nothing was.
 std::vector<std::string> DescribeInstrumentation(const std::vector<InstrumentStatus>& s);
