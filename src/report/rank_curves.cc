@@ -60,6 +60,8 @@ json RankCurve(const std::string& id, const std::string& title, const std::strin
   std::sort(streams.begin(), streams.end());
   const size_t ranks = std::unique(streams.begin(), streams.end()) - streams.begin();
   const bool per_rank = ranks <= kRankLines;
+  const std::string slow_stream =
+      std::binary_search(streams.begin(), streams.begin() + ranks, slowest) ? slowest : "";
   // Series: per rank, or per label: median, min, max (+ the slowest rank).
   struct Out {
     std::string label, band;
@@ -79,8 +81,8 @@ json RankCurve(const std::string& id, const std::string& title, const std::strin
       out.push_back({sep(label) + "median of ranks", "", {}});
       out.push_back({sep(label) + "min of ranks", "low", {}});
       out.push_back({sep(label) + "max of ranks", "high", {}});
-      if (!slowest.empty()) {
-        out.push_back({sep(label) + rules::RankName(slowest) + " (slowest)", "", {}});
+      if (!slow_stream.empty()) {
+        out.push_back({sep(label) + rules::RankName(slow_stream) + " (slowest)", "", {}});
       }
     }
   }
@@ -120,13 +122,13 @@ json RankCurve(const std::string& id, const std::string& title, const std::strin
         means.push_back(c->sum / c->count);
         lo = std::isnan(lo) ? c->min : std::min<double>(lo, c->min);
         hi = std::isnan(hi) ? c->max : std::max<double>(hi, c->max);
-        if (lines[s].stream == slowest) slow = c->sum / c->count;
+        if (lines[s].stream == slow_stream) slow = c->sum / c->count;
       }
       double med = Median(&means);
       push(&out[o++], med, med);
       push(&out[o++], lo, lo);
       push(&out[o++], hi, hi);
-      if (!slowest.empty()) push(&out[o++], slow, slow);
+      if (!slow_stream.empty()) push(&out[o++], slow, slow);
     }
   }
   json series = json::array();
@@ -143,7 +145,7 @@ json RankCurve(const std::string& id, const std::string& title, const std::strin
           {"x", Values(x)},
           {"series", series},
           {"spanGaps", true},
-          {"ranks", {{"count", ranks}, {"per_rank", per_rank}, {"slowest", slowest}}}};
+          {"ranks", {{"count", ranks}, {"per_rank", per_rank}, {"slowest", slow_stream}}}};
 }
 
 }  // namespace trainscope::report_internal
