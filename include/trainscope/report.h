@@ -111,6 +111,15 @@ struct StreamSeries {
   std::map<std::string, StepBuckets> scalars;   // by chart label: "losses/loss", "x (EVAL)"
 };
 
+// One stream's system samples as aligned columns, NaN where a sample lacks the metric: what
+// the report keeps of them (8 bytes per metric and sample).
+struct SystemColumns {
+  std::vector<int64_t> wall_us;
+  std::map<std::string, std::vector<double>> cols;
+  void Add(const SystemSampleRecord& r);  // a repeated metric in one sample: the last wins
+  void Finish();                          // pads every column to the number of samples
+};
+
 struct RunData {
   std::string run_dir;
   RunManifest manifest;
@@ -129,7 +138,10 @@ struct RunData {
   // Full scalar records of each series from the first stream (by name) that has it.
   std::vector<ScalarRecord> scalars;
   std::vector<TensorPoint> tensors;
-  std::map<std::string, std::vector<SystemSampleRecord>> system;  // per stream ("node")
+  // System samples per stream ("node"): LoadRunData fills `system_columns`; RunData built by
+  // hand may fill `system` instead (the report turns it into columns).
+  std::map<std::string, std::vector<SystemSampleRecord>> system;
+  std::map<std::string, SystemColumns> system_columns;
   std::vector<RuleEventRecord> rule_events;                       // by wall time
   std::vector<EventRecord> events;                                // by wall time
   std::vector<ProfileWindow> profiles;

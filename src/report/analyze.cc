@@ -173,7 +173,8 @@ RunAnalysis Analyze(const RunData& d, const CostInput& cost) {
   std::map<std::string, StreamSeries> scratch;
   const auto& streams = report_internal::StreamsOf(d, &scratch);
   for (const auto& [name, s] : streams) a.workers += s.steps > 0;
-  auto tables = report_internal::BuildSystemTables(d);
+  std::map<std::string, SystemColumns> system_scratch;
+  auto tables = report_internal::BuildSystemTables(d, &system_scratch);
   a.m = report_internal::MeasureTables(d, tables);
   StepAnalysis(d, &a);
   report_internal::AnalyzeRanks(streams, &a);

@@ -372,7 +372,8 @@ std::string Page(const std::string& title, const std::string& data_json) {
 }  // namespace
 
 std::string ReportHtml(const RunData& d, const RunAnalysis& a, const RenderOptions& o) {
-  auto tables = report_internal::BuildSystemTables(d);
+  std::map<std::string, SystemColumns> system_scratch;
+  auto tables = report_internal::BuildSystemTables(d, &system_scratch);
   std::map<std::string, StreamSeries> scratch;
   const auto& streams = report_internal::StreamsOf(d, &scratch);
   json data;

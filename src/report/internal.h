@@ -14,18 +14,22 @@
 
 namespace trainscope::report_internal {
 
-// One node's system samples as aligned columns (NaN where a sample lacks the metric).
+// One node's system samples as aligned columns (NaN where a sample lacks the metric), a view
+// of RunData::system_columns or of the scratch BuildSystemTables filled.
 struct SystemTable {
   std::string node;
-  std::vector<int64_t> wall_us;
-  std::map<std::string, std::vector<double>> cols;
+  const std::vector<int64_t>& wall_us;
+  const std::map<std::string, std::vector<double>>& cols;
   const std::vector<double>* Col(const std::string& name) const {
     auto it = cols.find(name);
     return it == cols.end() ? nullptr : &it->second;
   }
 };
 
-std::vector<SystemTable> BuildSystemTables(const RunData& d);
+// The nodes with samples: d.system_columns, or d.system (RunData built by hand) turned into
+// columns in *scratch, which must outlive the tables.
+std::vector<SystemTable> BuildSystemTables(const RunData& d,
+                                           std::map<std::string, SystemColumns>* scratch);
 // The upper median (the element nth_element puts in the middle); NaN when empty. Reorders *v.
 inline double Median(std::vector<double>* v) {
   if (v->empty()) return NAN;

@@ -152,7 +152,7 @@ class Loader : public RecordVisitor {
     d_->tensors.push_back(std::move(t));
   }
   void OnSystemSample(const std::string& stream, const SystemSampleRecord& r) override {
-    d_->system[stream].push_back(r);
+    d_->system_columns[stream].Add(r);
   }
   void OnRuleEvent(const std::string& stream, const RuleEventRecord& r) override {
     d_->rule_events.push_back(r);
@@ -193,9 +193,10 @@ class Loader : public RecordVisitor {
     auto by_time = [](const auto& a, const auto& b) { return a.wall_us < b.wall_us; };
     std::stable_sort(d_->rule_events.begin(), d_->rule_events.end(), by_time);
     std::stable_sort(d_->events.begin(), d_->events.end(), by_time);
-    for (const auto& [stream, samples] : d_->system) {
-      See(samples.front().wall_us);
-      See(samples.back().wall_us);
+    for (auto& [stream, c] : d_->system_columns) {
+      c.Finish();
+      See(c.wall_us.front());
+      See(c.wall_us.back());
     }
   }
 

@@ -30,7 +30,8 @@ TEST(RunDataTest, WrittenRunReadsBackAndAnalysesTheSame) {
   EXPECT_EQ(disk->manifest.start_us, mem.manifest.start_us);
   ASSERT_EQ(disk->steps.count("worker-0"), 1u);
   EXPECT_EQ(disk->steps["worker-0"].size(), 1200u);
-  EXPECT_EQ(disk->system["monitor-trainer-1"].size(), mem.system["monitor-trainer-1"].size());
+  EXPECT_EQ(disk->system_columns["monitor-trainer-1"].wall_us.size(),
+            mem.system["monitor-trainer-1"].size());
   EXPECT_EQ(disk->scalars.size(), mem.scalars.size());
   EXPECT_EQ(disk->tensors.size(), mem.tensors.size());
   EXPECT_EQ(disk->rule_events.size(), mem.rule_events.size());
