@@ -2,8 +2,8 @@
 //
 // RunReader::Open indexes every stream's segments; Refresh() picks up records appended since
 // the last call (new segments included), so a live run is tailed without reopening. Summaries,
-// scalars, steps, system samples and events are kept in memory; raw tensor bytes are read from
-// disk on demand. Corrupt regions and records with impossible contents are skipped and counted
+// scalars, steps, system samples and events are kept in memory (unless ReadOptions says not
+// to: then they are only visited); raw tensor bytes are read from disk on demand. Corrupt regions and records with impossible contents are skipped and counted
 // (never returned, never allocated for), torn tails are ignored, unknown record types are
 // skipped, files that are not regular files are refused without blocking (docs/format.md,
 // "What a reader does").
@@ -42,6 +42,29 @@ class RecordVisitor {
   virtual void OnRuleEvent(const std::string& stream, const RuleEventRecord& r) {}
   virtual void OnEvent(const std::string& stream, const EventRecord& r) {}
   virtual void OnWriterStats(const std::string& stream, const WriterStatsRecord& r) {}
+  // After each Open()/Refresh() has read what one stream holds now (its segments, then its
+  // crash journals). Streams are read one after another, in name order.
+  virtual void OnStreamRead(const std::string& stream) {}
+};
+
+// What a RunReader keeps. By default every record, so that every query answers. With
+// keep_records = false, steps, scalars, summaries and system samples are handed to the visitor
+// and forgotten: StepRecords(), Scalar(), Summary(), Summaries() and SystemSamples() answer
+// empty, while names, steps per mode (Steps, Modes, TensorSteps), counts, raw tensors, events,
+// rule events and writer statistics still answer. Memory then grows with the run's names, the
+// ranges of its steps (kept as intervals) and its events, not with its records: how `report`,
+// `watch` and `inspect` read (docs/performance.md, "Many ranks").
+struct ReadOptions {
+  bool keep_records = true;
+  bool streams_only = false;  // find the streams, read no segment (Streams(), StreamLive())
+};
+
+// How many records of each kind one stream has delivered (duplicates included).
+struct StreamCounts {
+  uint64_t steps = 0;
+  uint64_t scalars = 0;
+  uint64_t summaries = 0;
+  uint64_t system_samples = 0;
 };
 
 // What the reader saw while reading (cumulative).
@@ -80,6 +103,10 @@ class RunReader {
   // unparseable does not stop reading: see manifest_status(). `env`: nullptr for
   // Env::Default(); tests pass a fake to inject faults.
   static Result<std::unique_ptr<RunReader>> Open(const std::string& run_dir,
+                                                 RecordVisitor* visitor = nullptr,
+                                                 Env* env = nullptr);
+  static Result<std::unique_ptr<RunReader>> Open(const std::string& run_dir,
+                                                 const ReadOptions& options,
                                                  RecordVisitor* visitor = nullptr,
                                                  Env* env = nullptr);
   ~RunReader();
@@ -129,6 +156,7 @@ class RunReader {
   std::vector<RuleEventRecord> RuleEvents() const;  // all streams, by wall time
   std::vector<EventRecord> Events() const;          // all streams, by wall time
   std::optional<WriterStatsRecord> LastWriterStats(const std::string& stream) const;
+  StreamCounts Counts(const std::string& stream) const;
   // Bytes on disk per collection (tensor-name prefix; "steps", "system", "events" for others).
   std::map<std::string, uint64_t> BytesByCollection() const;
   const ReadStats& stats() const;

@@ -69,18 +69,79 @@ struct StackCapture {
   std::string text;     // the whole file
 };
 
+// One rank (worker stream) of a distributed run: medians per TRAIN step, in ms. busy = step
+// time - collective wait; other = step time - the four phases.
+struct RankStats {
+  std::string stream;
+  int64_t steps = 0;
+  double step_ms = 0, busy_ms = 0, wait_ms = 0;
+  double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0, other_ms = 0;
+  bool has_wait = false;  // the stream recorded collective waits
+};
+
+// A series on a step axis summarised for display, in a fixed amount of memory: buckets of
+// `width` consecutive steps (a power of two, doubled whenever more than kMaxBuckets would be
+// needed), each with the count, sum, min and max of its values and which of min and max came
+// first. Bucket i holds the steps [(first_key + i)·width, (first_key + i + 1)·width), so the
+// buckets of two series line up once both have the same width (Widen). Only charts read it:
+// findings and statistics come from full data, in one pass as the run is read.
+struct StepBuckets {
+  static constexpr size_t kMaxBuckets = 512;
+  struct Bucket {
+    double sum = 0;
+    float min = 0, max = 0;
+    uint32_t count = 0;
+    bool min_first = true;
+  };
+  int64_t width = 1;
+  int64_t first_key = 0;
+  std::vector<Bucket> buckets;
+  int64_t first_step = 0, last_step = 0;  // lowest and highest step added (when not empty)
+  void Add(int64_t step, double value);  // NaN values are not added
+  void Widen(int64_t new_width);         // to a larger power of two (smaller: no-op)
+  bool empty() const { return buckets.empty(); }
+};
+
+// What the report keeps of one stream (a rank): its per-rank medians, computed from all its
+// steps when the stream has been read, and its curves as StepBuckets.
+struct StreamSeries {
+  int64_t steps = 0;  // step records (all modes)
+  RankStats rank;     // medians per TRAIN step (rank.steps == 0: none)
+  StepBuckets step_ms;                          // step time in ms, by step (all modes)
+  std::map<std::string, StepBuckets> scalars;   // by chart label: "losses/loss", "x (EVAL)"
+};
+
+// One stream's system samples as aligned columns, NaN where a sample lacks the metric: what
+// the report keeps of them (8 bytes per metric and sample).
+struct SystemColumns {
+  std::vector<int64_t> wall_us;
+  std::map<std::string, std::vector<double>> cols;
+  void Add(const SystemSampleRecord& r);  // a repeated metric in one sample: the last wins
+  void Finish();                          // pads every column to the number of samples
+};
+
 struct RunData {
   std::string run_dir;
   RunManifest manifest;
   int64_t end_us = 0;  // run end: "run_end" event, else the latest record time
-  std::map<std::string, std::vector<StepRecord>> steps;  // per stream
+  // Full step records per stream. LoadRunData keeps them for the main stream only (worker-0,
+  // else the first stream with steps) and summarises every stream into `streams`; RunData built
+  // by hand may hold every stream here (Analyze and ReportHtml then summarise them).
+  std::map<std::string, std::vector<StepRecord>> steps;
   // Per stream: (TRAIN step, µs) of the hook's dist/comm_wait_us scalar (time backward waited
-  // for the gradient all-reduce; docs/distributed.md). Kept apart from `scalars`: one per step
-  // and rank, it would dominate them.
+  // for the gradient all-reduce; docs/distributed.md), for RunData built by hand: LoadRunData
+  // folds them into `streams` (RankStats) as it reads.
   std::map<std::string, std::vector<std::pair<int64_t, double>>> comm_wait_us;
+  // Every stream with steps or scalars, summarised (empty: derive it from `steps`,
+  // `comm_wait_us` and `scalars`, all taken as the main stream's: see report_internal).
+  std::map<std::string, StreamSeries> streams;
+  // Full scalar records of each series from the first stream (by name) that has it.
   std::vector<ScalarRecord> scalars;
   std::vector<TensorPoint> tensors;
-  std::map<std::string, std::vector<SystemSampleRecord>> system;  // per stream ("node")
+  // System samples per stream ("node"): LoadRunData fills `system_columns`; RunData built by
+  // hand may fill `system` instead (the report turns it into columns).
+  std::map<std::string, std::vector<SystemSampleRecord>> system;
+  std::map<std::string, SystemColumns> system_columns;
   std::vector<RuleEventRecord> rule_events;                       // by wall time
   std::vector<EventRecord> events;                                // by wall time
   std::vector<ProfileWindow> profiles;
@@ -202,16 +263,6 @@ struct SystemStat {
   std::string metric;  // "gpu0.util"
   std::string unit;    // "%", "bytes", "bytes/s", "W", "°C"
   Percentiles p;
-};
-
-// One rank (worker stream) of a distributed run: medians per TRAIN step, in ms. busy = step
-// time - collective wait; other = step time - the four phases.
-struct RankStats {
-  std::string stream;
-  int64_t steps = 0;
-  double step_ms = 0, busy_ms = 0, wait_ms = 0;
-  double data_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0, other_ms = 0;
-  bool has_wait = false;  // the stream recorded collective waits
 };
 
 struct EventSummary {

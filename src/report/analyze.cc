@@ -170,11 +170,14 @@ RunAnalysis Analyze(const RunData& d, const CostInput& cost) {
   a.host = d.manifest.host;
   a.framework = d.manifest.framework;
   a.corrupt_regions = d.corrupt_regions;
-  a.workers = static_cast<int>(d.steps.size());
-  auto tables = report_internal::BuildSystemTables(d);
+  std::map<std::string, StreamSeries> scratch;
+  const auto& streams = report_internal::StreamsOf(d, &scratch);
+  for (const auto& [name, s] : streams) a.workers += s.steps > 0;
+  std::map<std::string, SystemColumns> system_scratch;
+  auto tables = report_internal::BuildSystemTables(d, &system_scratch);
   a.m = report_internal::MeasureTables(d, tables);
   StepAnalysis(d, &a);
-  report_internal::AnalyzeRanks(d, &a);
+  report_internal::AnalyzeRanks(streams, &a);
   for (const auto& c : d.stacks) {
     StackCapture s = c;
     s.text.clear();

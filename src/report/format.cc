@@ -3,9 +3,18 @@
 #include <cstdio>
 #include <ctime>
 
+#include <nlohmann/json.hpp>
+
 #include "report/internal.h"
 
 namespace trainscope::report_internal {
+
+nlohmann::json Rounded(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  if (v == 0) return 0;
+  double mag = std::pow(10.0, 3 - std::floor(std::log10(std::fabs(v))));
+  return std::round(v * mag) / mag;
+}
 
 std::string Money(double usd) {
   if (std::isnan(usd)) return "n/a";

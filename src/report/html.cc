@@ -18,12 +18,7 @@ using report_internal::SystemTable;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Four significant digits keep the page small; NaN becomes null (a gap in the chart).
-json Round(double v) {
-  if (!std::isfinite(v)) return nullptr;
-  if (v == 0) return 0;
-  double mag = std::pow(10.0, 3 - std::floor(std::log10(std::fabs(v))));
-  return std::round(v * mag) / mag;
-}
+json Round(double v) { return report_internal::Rounded(v); }
 
 json Array(const std::vector<double>& v, double scale = 1) {
   json a = json::array();
@@ -59,8 +54,7 @@ json ScalarChart(const std::string& id, const std::string& title,
   std::set<int64_t> steps;
   std::map<std::string, std::map<int64_t, double>> by_series;
   for (const auto* r : recs) {
-    std::string label =
-        r->name + (r->mode == Mode::kTrain ? "" : " (" + std::string(ModeName(r->mode)) + ")");
+    std::string label = report_internal::ScalarLabel(*r);
     by_series[label][r->step] = r->value;
     steps.insert(r->step);
   }
@@ -81,7 +75,35 @@ json ScalarChart(const std::string& id, const std::string& title,
   return c;
 }
 
-json Curves(const RunData& d, const RenderOptions& o) {
+// The series of `labels` on every stream that has them, when two or more do (else empty: the
+// chart shows the main stream's full data).
+std::vector<report_internal::RankLine> RankLines(const std::map<std::string, StreamSeries>& streams,
+                                                const std::set<std::string>& labels) {
+  std::vector<report_internal::RankLine> out;
+  std::set<std::string> with;
+  for (const auto& label : labels) {
+    for (const auto& [stream, s] : streams) {
+      auto it = s.scalars.find(label);
+      if (it == s.scalars.end() || it->second.empty()) continue;
+      out.push_back({label, stream, &it->second});
+      with.insert(stream);
+    }
+  }
+  if (with.size() < 2) out.clear();
+  return out;
+}
+
+json Curves(const RunData& d, const std::map<std::string, StreamSeries>& streams,
+            const RunAnalysis& a, const RenderOptions& o) {
+  // A chart's labels on every rank (RankCurve) when two or more ranks have them.
+  auto chart = [&](const std::string& id, const std::string& title,
+                   const std::vector<const ScalarRecord*>& recs) {
+    std::set<std::string> labels;
+    for (const auto* r : recs) labels.insert(report_internal::ScalarLabel(*r));
+    auto lines = RankLines(streams, labels);
+    if (lines.empty()) return ScalarChart(id, title, recs, o.max_points);
+    return report_internal::RankCurve(id, title, "", lines, a.slowest_rank, o.max_points);
+  };
   json charts = json::array();
   std::vector<const ScalarRecord*> losses;
   std::map<std::string, std::vector<const ScalarRecord*>> others;
@@ -92,11 +114,11 @@ json Curves(const RunData& d, const RenderOptions& o) {
       others[s.name].push_back(&s);
     }
   }
-  if (!losses.empty()) charts.push_back(ScalarChart("losses", "Loss", losses, o.max_points));
+  if (!losses.empty()) charts.push_back(chart("losses", "Loss", losses));
   int n = 0;
   for (const auto& [name, recs] : others) {
     if (++n > 12) break;
-    charts.push_back(ScalarChart("scalar-" + std::to_string(n), name, recs, o.max_points));
+    charts.push_back(chart("scalar-" + std::to_string(n), name, recs));
   }
   return charts;
 }
@@ -155,10 +177,19 @@ json GradientHeatmap(const RunData& d, const RenderOptions& o) {
           {"colorLabel", "log10 ‖g‖₂"}};
 }
 
-json StepCharts(const RunData& d, const RunAnalysis& a, const RenderOptions& o) {
+json StepCharts(const RunData& d, const std::map<std::string, StreamSeries>& streams,
+               const RunAnalysis& a, const RenderOptions& o) {
   const auto* steps = report_internal::MainSteps(d);
   json out = json::object();
   if (!steps || steps->empty()) return out;
+  std::vector<report_internal::RankLine> ranks;
+  for (const auto& [stream, s] : streams) {
+    if (s.steps > 0 && !s.step_ms.empty()) ranks.push_back({"step time", stream, &s.step_ms});
+  }
+  if (ranks.size() >= 2) {
+    out["ranks"] = report_internal::RankCurve("step-time-ranks", "Step time, every rank", "ms",
+                                              ranks, a.slowest_rank, o.max_points);
+  }
   std::vector<double> x, dur, wait;
   bool any_wait = false;
   for (const auto& s : *steps) {
@@ -341,15 +372,18 @@ std::string Page(const std::string& title, const std::string& data_json) {
 }  // namespace
 
 std::string ReportHtml(const RunData& d, const RunAnalysis& a, const RenderOptions& o) {
-  auto tables = report_internal::BuildSystemTables(d);
+  std::map<std::string, SystemColumns> system_scratch;
+  auto tables = report_internal::BuildSystemTables(d, &system_scratch);
+  std::map<std::string, StreamSeries> scratch;
+  const auto& streams = report_internal::StreamsOf(d, &scratch);
   json data;
   data["page"] = "report";
   data["summary"] = report_internal::AnalysisJson(a);
   data["generated"] = report_internal::IsoTime(o.generated_us ? o.generated_us : NowMicros());
   json series;
-  series["curves"] = Curves(d, o);
+  series["curves"] = Curves(d, streams, a, o);
   series["gradients"] = GradientHeatmap(d, o);
-  series["steps"] = StepCharts(d, a, o);
+  series["steps"] = StepCharts(d, streams, a, o);
   series["system"] = SystemCharts(tables, a, o);
   series["step_clock"] = StepClock(d, a);
   json markers = json::array();

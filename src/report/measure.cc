@@ -60,28 +60,21 @@ int GpuCount(const SystemTable& t) {
   return n;
 }
 
-std::vector<SystemTable> BuildSystemTables(const RunData& d) {
-  std::vector<SystemTable> out;
-  for (const auto& [node, samples] : d.system) {
-    if (samples.empty()) continue;
-    SystemTable t;
-    t.node = node;
-    std::unordered_map<std::string, std::vector<double>*> index;
-    const size_t n = samples.size();
-    t.wall_us.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      t.wall_us.push_back(samples[i].wall_us);
-      for (const auto& [name, value] : samples[i].metrics) {
-        auto it = index.find(name);
-        if (it == index.end()) {
-          auto& col = t.cols[name];
-          col.assign(n, kNaN);
-          it = index.emplace(name, &col).first;
-        }
-        (*it->second)[i] = value;
-      }
+std::vector<SystemTable> BuildSystemTables(const RunData& d,
+                                           std::map<std::string, SystemColumns>* scratch) {
+  const std::map<std::string, SystemColumns>* src = &d.system_columns;
+  if (d.system_columns.empty() && !d.system.empty()) {
+    scratch->clear();
+    for (const auto& [node, samples] : d.system) {
+      SystemColumns& c = (*scratch)[node];
+      for (const auto& r : samples) c.Add(r);
+      c.Finish();
     }
-    out.push_back(std::move(t));
+    src = scratch;
+  }
+  std::vector<SystemTable> out;
+  for (const auto& [node, c] : *src) {
+    if (!c.wall_us.empty()) out.push_back({node, c.wall_us, c.cols});
   }
   return out;
 }
@@ -198,8 +191,23 @@ Measurements MeasureTables(const RunData& d, const std::vector<SystemTable>& tab
 
 namespace trainscope {
 
+void SystemColumns::Add(const SystemSampleRecord& r) {
+  const size_t i = wall_us.size();
+  wall_us.push_back(r.wall_us);
+  for (const auto& [name, value] : r.metrics) {
+    auto& col = cols[name];
+    if (col.size() <= i) col.resize(i + 1, report_internal::kNaN);
+    col[i] = value;
+  }
+}
+
+void SystemColumns::Finish() {
+  for (auto& [name, col] : cols) col.resize(wall_us.size(), report_internal::kNaN);
+}
+
 Measurements Measure(const RunData& d) {
-  return report_internal::MeasureTables(d, report_internal::BuildSystemTables(d));
+  std::map<std::string, SystemColumns> scratch;
+  return report_internal::MeasureTables(d, report_internal::BuildSystemTables(d, &scratch));
 }
 
 }  // namespace trainscope

@@ -86,5 +86,48 @@ TEST(RanksTest, WithoutWaitScalarsWaitingCountsAsBackward) {
   EXPECT_TRUE(j["ranks"]["per_rank"][0]["collective_wait_ms"].is_null());
 }
 
+
+// The step-time chart over ranks: beyond 8 ranks the median, the min-max band and the slowest
+// rank named; every series as long as the shared x axis, within the point budget.
+TEST(RanksTest, ManyRanksChartTheMedianTheBandAndTheSlowestRank) {
+  RunData d = Lockstep(12, 3000, 2, 15'000);
+  RunAnalysis a = Analyze(d, CostInput{});
+  ASSERT_EQ(a.slowest_rank, "worker-2");
+  RenderOptions o;
+  o.max_points = 400;
+  std::string html = ReportHtml(d, a, o);
+  const std::string open = "id=\"ts-data\">";
+  size_t at = html.find(open);
+  ASSERT_NE(at, std::string::npos);
+  auto data = nlohmann::json::parse(
+      html.substr(at + open.size(), html.find("</script>", at) - at - open.size()));
+  const auto& c = data["series"]["steps"]["ranks"];
+  ASSERT_TRUE(c.is_object());
+  EXPECT_EQ(c["ranks"]["count"], 12);
+  EXPECT_EQ(c["ranks"]["per_rank"], false);
+  EXPECT_EQ(c["ranks"]["slowest"], "worker-2");
+  ASSERT_EQ(c["series"].size(), 4u);
+  EXPECT_EQ(c["series"][0]["label"], "median of ranks");
+  EXPECT_EQ(c["series"][1]["label"], "min of ranks");
+  EXPECT_EQ(c["series"][1]["band"], "low");
+  EXPECT_EQ(c["series"][2]["band"], "high");
+  EXPECT_EQ(c["series"][3]["label"], "rank 2 (slowest)");
+  EXPECT_LE(c["x"].size(), 400u);
+  EXPECT_GT(c["x"].size(), 100u);
+  for (const auto& s : c["series"]) EXPECT_EQ(s["values"].size(), c["x"].size());
+  EXPECT_NEAR(c["series"][0]["values"][10].get<double>(), 25.1, 0.01);  // lockstep
+  // 4 ranks: one line per rank.
+  RunData four = Lockstep(4, 300, 2, 15'000);
+  RunAnalysis b = Analyze(four, CostInput{});
+  html = ReportHtml(four, b);
+  at = html.find(open);
+  data = nlohmann::json::parse(
+      html.substr(at + open.size(), html.find("</script>", at) - at - open.size()));
+  const auto& f = data["series"]["steps"]["ranks"];
+  ASSERT_EQ(f["series"].size(), 4u);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(f["series"][r]["label"], "rank " + std::to_string(r));
+  EXPECT_EQ(f["x"].size(), 300u);  // 300 steps fit: one point per step
+}
+
 }  // namespace
 }  // namespace trainscope

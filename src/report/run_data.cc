@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "report/internal.h"
 #include "rules/builtin/dist_scalars.h"
 #include "trainscope/reader.h"
 #include "trainscope/report.h"
@@ -107,74 +108,139 @@ std::vector<ProfileWindow> LoadProfiles(Env* env, const std::string& run_dir) {
 // The last part of a path, as std::filesystem::path::filename() ("" after a trailing '/').
 std::string FileNameOf(const std::string& p) { return p.substr(p.rfind('/') + 1); }
 
+// Reads a run in one pass, keeping what the report needs and no more (docs/report.md,
+// "Memory"): the reader keeps no records (ReadOptions); every stream is summarised into a
+// StreamSeries as it is read; full step records are kept for the main stream only, full scalar
+// records for the first stream (by name) that has each series, as the reader's queries return
+// them.
+class Loader : public RecordVisitor {
+ public:
+  explicit Loader(RunData* d) : d_(d) {}
+
+  void OnStep(const std::string& stream, const StepRecord& r) override {
+    Builder(stream).AddStep(r);
+    // The main stream is worker-0 when it has steps, else the first (by name) that has: keep
+    // both candidates until the end (Done drops the one not needed).
+    if (stream == schema::kMainWorkerStream || first_with_steps_.empty() ||
+        first_with_steps_ == stream) {
+      if (first_with_steps_.empty()) first_with_steps_ = stream;
+      d_->steps[stream].push_back(r);
+    }
+    See(r.end_us);
+    See(r.start_us);
+  }
+  void OnScalar(const std::string& stream, const ScalarRecord& r) override {
+    if (r.name == rules::kCommWaitScalar) {
+      if (r.mode == Mode::kTrain) Builder(stream).AddCommWait(r.step, r.value);
+      return;
+    }
+    Builder(stream).AddScalar(r);
+    auto owner = scalar_owner_.try_emplace(r.name, stream).first;
+    if (owner->second == stream) scalars_[r.name].push_back(r);
+  }
+  void OnSummary(const std::string& stream, const SummaryRecord& s) override {
+    TensorPoint t;
+    t.name = s.name;
+    t.step = s.step;
+    t.mode = s.mode;
+    t.l2 = s.stats.l2;
+    t.mean = s.stats.mean;
+    t.count = s.stats.count;
+    t.nan = s.stats.nan;
+    t.inf = s.stats.pos_inf + s.stats.neg_inf;
+    t.zeros = s.stats.zeros;
+    d_->tensors.push_back(std::move(t));
+  }
+  void OnSystemSample(const std::string& stream, const SystemSampleRecord& r) override {
+    d_->system_columns[stream].Add(r);
+  }
+  void OnRuleEvent(const std::string& stream, const RuleEventRecord& r) override {
+    d_->rule_events.push_back(r);
+  }
+  void OnEvent(const std::string& stream, const EventRecord& r) override {
+    d_->events.push_back(r);
+  }
+  void OnStreamRead(const std::string& stream) override {
+    auto it = building_.find(stream);
+    if (it == building_.end()) return;
+    d_->streams[stream] = it->second.Finish(stream);
+    building_.erase(it);
+  }
+
+  // After the read: the main stream's steps only, the scalar series as the reader's queries
+  // return them (by name; by step and mode, the latest record for a repeated key), events in
+  // time order.
+  void Done() {
+    auto main = d_->steps.find(schema::kMainWorkerStream);
+    if (main != d_->steps.end() && !main->second.empty()) {
+      for (auto it = d_->steps.begin(); it != d_->steps.end();) {
+        it = it == main ? std::next(it) : d_->steps.erase(it);
+      }
+    }
+    for (auto& [name, recs] : scalars_) {
+      std::stable_sort(recs.begin(), recs.end(), [](const ScalarRecord& a, const ScalarRecord& b) {
+        return a.step != b.step ? a.step < b.step : a.mode < b.mode;
+      });
+      for (size_t i = 0; i < recs.size(); ++i) {
+        if (i + 1 < recs.size() && recs[i + 1].step == recs[i].step &&
+            recs[i + 1].mode == recs[i].mode)
+          continue;  // a later record of the same key wins
+        See(recs[i].wall_us);
+        d_->scalars.push_back(std::move(recs[i]));
+      }
+      std::vector<ScalarRecord>().swap(recs);
+    }
+    auto by_time = [](const auto& a, const auto& b) { return a.wall_us < b.wall_us; };
+    std::stable_sort(d_->rule_events.begin(), d_->rule_events.end(), by_time);
+    std::stable_sort(d_->events.begin(), d_->events.end(), by_time);
+    for (auto& [stream, c] : d_->system_columns) {
+      c.Finish();
+      See(c.wall_us.front());
+      See(c.wall_us.back());
+    }
+  }
+
+  void See(int64_t t) {
+    if (t <= 0) return;
+    latest = std::max(latest, t);
+    earliest = earliest ? std::min(earliest, t) : t;
+  }
+  int64_t latest = 0, earliest = 0;
+
+ private:
+  report_internal::StreamBuilder& Builder(const std::string& stream) { return building_[stream]; }
+
+  RunData* d_;
+  std::map<std::string, report_internal::StreamBuilder> building_;
+  std::string first_with_steps_;
+  std::map<std::string, std::string> scalar_owner_;  // series name → the stream whose it shows
+  std::map<std::string, std::vector<ScalarRecord>> scalars_;
+};
+
 }  // namespace
 
 Result<RunData> LoadRunData(const std::string& run_dir, Env* env) {
   if (!env) env = Env::Default();
-  auto reader = RunReader::Open(run_dir, nullptr, env);
+  RunData d;
+  Loader loader(&d);
+  ReadOptions o;
+  o.keep_records = false;
+  auto reader = RunReader::Open(run_dir, o, &loader, env);
   if (!reader.ok()) return reader.status();
   RunReader& r = **reader;
-  RunData d;
+  loader.Done();
   d.run_dir = run_dir;
   d.manifest = r.manifest();
   if (d.manifest.name.empty()) d.manifest.name = FileNameOf(run_dir);
-  int64_t latest = 0, earliest = 0;
-  auto see = [&](int64_t t) {
-    if (t <= 0) return;
-    latest = std::max(latest, t);
-    earliest = earliest ? std::min(earliest, t) : t;
-  };
-  for (const auto& stream : r.Streams()) {
-    const auto& steps = r.StepRecords(stream);
-    if (!steps.empty()) {
-      d.steps[stream] = steps;
-      for (const auto& s : steps) see(s.end_us), see(s.start_us);
-    }
-    const auto& sys = r.SystemSamples(stream);
-    if (!sys.empty()) {
-      d.system[stream] = sys;
-      see(sys.front().wall_us);
-      see(sys.back().wall_us);
-    }
-    for (const auto& s : r.Summaries(stream)) {
-      TensorPoint t;
-      t.name = s.name;
-      t.step = s.step;
-      t.mode = s.mode;
-      t.l2 = s.stats.l2;
-      t.mean = s.stats.mean;
-      t.count = s.stats.count;
-      t.nan = s.stats.nan;
-      t.inf = s.stats.pos_inf + s.stats.neg_inf;
-      t.zeros = s.stats.zeros;
-      d.tensors.push_back(std::move(t));
-    }
-  }
-  for (const auto& name : r.ScalarNames()) {
-    if (name == rules::kCommWaitScalar) {
-      for (const auto& stream : r.Streams()) {
-        auto& out = d.comm_wait_us[stream];
-        for (const auto& s : r.Scalar(name, Mode::kTrain, stream)) out.emplace_back(s.step, s.value);
-        if (out.empty()) d.comm_wait_us.erase(stream);
-      }
-      continue;
-    }
-    for (auto& s : r.Scalar(name)) {
-      see(s.wall_us);
-      d.scalars.push_back(std::move(s));
-    }
-  }
   d.stacks = LoadStacks(run_dir, /*latest_only=*/true, env);
-  d.rule_events = r.RuleEvents();
-  d.events = r.Events();
   int64_t end_event = 0;
   for (const auto& e : d.events) {
-    see(e.wall_us);
+    loader.See(e.wall_us);
     if (schema::CanonicalEventKind(e.kind) == schema::event::kRunEnd) end_event = e.wall_us;
   }
-  for (const auto& e : d.rule_events) see(e.wall_us);
-  d.end_us = end_event ? end_event : latest;
-  if (d.manifest.start_us <= 0) d.manifest.start_us = earliest;
+  for (const auto& e : d.rule_events) loader.See(e.wall_us);
+  d.end_us = end_event ? end_event : loader.latest;
+  if (d.manifest.start_us <= 0) d.manifest.start_us = loader.earliest;
   d.profiles = LoadProfiles(env, run_dir);
   d.corrupt_regions = r.stats().corrupt_regions;
   return d;

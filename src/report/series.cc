@@ -82,3 +82,84 @@ void Downsample(const std::vector<double>& x, const std::vector<std::vector<doub
 }
 
 }  // namespace trainscope
+
+namespace trainscope {
+namespace {
+
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+// b follows a in arrival order.
+void Merge(StepBuckets::Bucket* a, const StepBuckets::Bucket& b) {
+  if (b.count == 0) return;
+  if (a->count == 0) {
+    *a = b;
+    return;
+  }
+  bool min_from_b = b.min < a->min, max_from_b = b.max > a->max;
+  bool min_first = min_from_b == max_from_b ? (min_from_b ? b.min_first : a->min_first)
+                                            : max_from_b;  // min in a, max in b: min first
+  a->min = std::min(a->min, b.min);
+  a->max = std::max(a->max, b.max);
+  a->sum += b.sum;
+  a->count += b.count;
+  a->min_first = min_first;
+}
+
+}  // namespace
+
+void StepBuckets::Widen(int64_t new_width) {
+  while (width < new_width) {
+    const int64_t key0 = FloorDiv(first_key, 2);
+    std::vector<Bucket> merged;
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      size_t at = static_cast<size_t>(FloorDiv(first_key + static_cast<int64_t>(i), 2) - key0);
+      if (merged.size() <= at) merged.resize(at + 1);
+      Merge(&merged[at], buckets[i]);
+    }
+    buckets = std::move(merged);
+    first_key = key0;
+    width *= 2;
+  }
+}
+
+void StepBuckets::Add(int64_t step, double value) {
+  if (std::isnan(value)) return;
+  int64_t key = FloorDiv(step, width);
+  if (buckets.empty()) {
+    first_key = key;
+    buckets.resize(1);
+    first_step = last_step = step;
+  }
+  first_step = std::min(first_step, step);
+  last_step = std::max(last_step, step);
+  // Widen until the span from the lowest to the highest key fits.
+  while (true) {
+    int64_t lo = std::min(first_key, key);
+    int64_t hi = std::max(first_key + static_cast<int64_t>(buckets.size()) - 1, key);
+    if (hi - lo + 1 <= static_cast<int64_t>(kMaxBuckets)) break;
+    Widen(width * 2);
+    key = FloorDiv(step, width);
+  }
+  if (key < first_key) {
+    buckets.insert(buckets.begin(), static_cast<size_t>(first_key - key), Bucket{});
+    first_key = key;
+  } else if (key >= first_key + static_cast<int64_t>(buckets.size())) {
+    buckets.resize(static_cast<size_t>(key - first_key + 1));
+  }
+  Bucket& b = buckets[static_cast<size_t>(key - first_key)];
+  const float v = static_cast<float>(value);
+  if (b.count == 0) {
+    b.min = b.max = v;
+    b.min_first = true;
+  } else if (v < b.min) {
+    b.min = v;
+    b.min_first = false;  // the new minimum comes after the maximum
+  } else if (v > b.max) {
+    b.max = v;
+    b.min_first = true;
+  }
+  b.sum += value;
+  ++b.count;
+}
+
+}  // namespace trainscope

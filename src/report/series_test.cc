@@ -60,5 +60,47 @@ TEST(DownsampleTest, KeepsEveryExtremeAndBoundsThePointCount) {
   EXPECT_EQ(ox.back(), n - 1);
 }
 
+
+// StepBuckets: fixed memory however long the series; every value counted once; a spike and a
+// dip survive; two series widened to one width line up bucket for bucket.
+TEST(StepBucketsTest, BoundedBucketsKeepCountsExtremesAndTheirOrder) {
+  StepBuckets b, short_one;
+  const int64_t n = 200000;
+  for (int64_t s = 0; s < n; ++s) {
+    double v = s == 12345 ? 50 : s == 12346 ? -50 : 1.0;
+    b.Add(s, v);
+    if (s < 300) short_one.Add(s, 2.0);
+  }
+  b.Add(7, NAN);  // not added
+  EXPECT_LE(b.buckets.size(), StepBuckets::kMaxBuckets);
+  EXPECT_EQ(b.width & (b.width - 1), 0);  // a power of two
+  EXPECT_GE(b.width * static_cast<int64_t>(b.buckets.size()), n);
+  uint64_t count = 0;
+  double sum = 0;
+  for (const auto& c : b.buckets) count += c.count, sum += c.sum;
+  EXPECT_EQ(count, static_cast<uint64_t>(n));
+  EXPECT_DOUBLE_EQ(sum, n - 2 + 50 - 50);
+  const auto& spike = b.buckets[static_cast<size_t>(12345 / b.width - b.first_key)];
+  EXPECT_EQ(spike.max, 50);
+  EXPECT_EQ(spike.min, -50);
+  EXPECT_FALSE(spike.min_first);  // the spike came before the dip
+  EXPECT_EQ(b.first_step, 0);
+  EXPECT_EQ(b.last_step, n - 1);
+
+  EXPECT_EQ(short_one.width, 1);
+  short_one.Widen(b.width);
+  EXPECT_EQ(short_one.width, b.width);
+  EXPECT_EQ(short_one.first_key, b.first_key);
+  ASSERT_EQ(short_one.buckets.size(), 1u);  // 300 steps fit one bucket of the long series
+  EXPECT_EQ(short_one.buckets[0].count, 300u);
+
+  StepBuckets backwards;  // steps arriving in falling order, and negative ones
+  for (int64_t s = 5000; s >= -100; --s) backwards.Add(s, static_cast<double>(s));
+  EXPECT_LE(backwards.buckets.size(), StepBuckets::kMaxBuckets);
+  EXPECT_EQ(backwards.first_step, -100);
+  EXPECT_EQ(backwards.buckets.front().min, -100);
+  EXPECT_EQ(backwards.buckets.back().max, 5000);
+}
+
 }  // namespace
 }  // namespace trainscope

@@ -1,6 +1,7 @@
 // Synthetic runs (see test_runs.h).
 #include "report/test_runs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -297,6 +298,48 @@ Status WriteRun(const RunData& d, const std::string& run_dir) {
     std::ofstream(fs::path(run_dir) / "profile" / ("functions-" + p.worker + ".json")) << j.dump(1);
     std::ofstream(fs::path(run_dir) / "profile" / ("trace-" + p.worker + ".json"))
         << R"({"traceEvents":[{"name":"aten::addmm","ph":"X","ts":0,"dur":1800,"pid":1,"tid":1}]})";
+  }
+  return Status::OK();
+}
+
+void MakeRanks(RunData* d, int ranks) {
+  if (ranks < 2) return;
+  const auto base = d->steps["worker-0"];
+  for (int r = 0; r < ranks; ++r) {
+    auto& steps = d->steps["worker-" + std::to_string(r)];
+    steps = base;
+    auto& waits = d->comm_wait_us["worker-" + std::to_string(r)];
+    waits.reserve(steps.size());
+    int64_t shift = 0;  // every step 5.1 ms longer: later steps start later
+    for (auto& s : steps) {
+      int64_t wait = r == 1 ? 100 : 5100;
+      if (r == 1) s.data_wait_us = std::max<int64_t>(0, s.data_wait_us) + 5000;
+      s.backward_us = std::max<int64_t>(0, s.backward_us) + wait;
+      s.start_us += shift;
+      shift += 5100;
+      s.end_us += shift;
+      waits.emplace_back(s.step, static_cast<double>(wait));
+    }
+  }
+}
+
+Status WriteRankLosses(const RunData& d, const std::string& run_dir, int ranks) {
+  for (int r = 1; r < ranks; ++r) {
+    WriterOptions wo;
+    wo.run_dir = run_dir;
+    wo.stream = "worker-" + std::to_string(r);
+    wo.queue_max_records = 1 << 20;
+    auto w = Writer::Open(wo);
+    if (!w.ok()) return w.status();
+    for (auto s : d.scalars) {
+      if (s.name != "losses/loss") continue;
+      s.value *= 1 + 0.01 * r;
+      if (!(*w)->AddScalar(s)) {
+        (*w)->Flush();
+        (*w)->AddScalar(s);
+      }
+    }
+    TS_RETURN_IF_ERROR((*w)->Close());
   }
   return Status::OK();
 }

@@ -18,6 +18,14 @@ struct SyntheticOptions {
 
 RunData MakeSyntheticRun(const SyntheticOptions& o);
 
+// Turns worker-0's steps into `ranks` worker streams, as DDP ranks in lockstep: rank 1 spends
+// 5 ms more per step in its data loader and the others wait that long in the all-reduce (the
+// dist/comm_wait_us scalar of each rank). No-op for ranks < 2.
+void MakeRanks(RunData* d, int ranks);
+// After WriteRun: every rank but 0 records its own loss (worker-0's losses/loss, 1% higher per
+// rank: each rank sees its own batches), in a segment of its own.
+Status WriteRankLosses(const RunData& d, const std::string& run_dir, int ranks);
+
 // Writes `d` as a real run directory with trainscope::Writer (+ RUN/profile files).
 Status WriteRun(const RunData& d, const std::string& run_dir);
 

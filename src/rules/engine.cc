@@ -133,6 +133,12 @@ class RuleEngine::Impl {
     p.data.raw.push_back(name);
   }
   void AddItem(Item item) { ready_.push_back(std::move(item)); }
+  // Evaluates what is ready once a batch has queued up, so that a source delivering a whole
+  // finished run in one Refresh (trainscope watch on a run of 256 ranks) never holds it all.
+  void ProcessIfMany() {
+    if (ready_.size() >= kProcessBatch) Process();
+  }
+  static constexpr size_t kProcessBatch = 4096;
   // A StepRecord is written when its step ended: what the stream recorded for that step is
   // complete now, not when the next step's first record arrives (a firing at the last step
   // before a stall, or before the NaN that ends a run, is not held back).
@@ -482,19 +488,24 @@ RuleEngine::~RuleEngine() = default;
 
 void RuleEngine::OnScalar(const std::string& stream, const ScalarRecord& r) {
   impl_->AddScalar(stream, r);
+  impl_->ProcessIfMany();
 }
 void RuleEngine::OnSummary(const std::string& stream, const SummaryRecord& r) {
   impl_->AddSummary(stream, r);
+  impl_->ProcessIfMany();
 }
 void RuleEngine::OnRawTensor(const std::string& stream, const std::string& name, int64_t step,
                              Mode mode) {
   impl_->AddRaw(stream, name, step, mode);
+  impl_->ProcessIfMany();
 }
 void RuleEngine::OnStep(const std::string& stream, const StepRecord& r) {
   if (impl_->Wanted(stream)) impl_->EndStep(stream, r);
+  impl_->ProcessIfMany();
 }
 void RuleEngine::OnSystemSample(const std::string& stream, const SystemSampleRecord& r) {
   if (impl_->Wanted(stream)) impl_->AddItem(SampleItem{stream, r});
+  impl_->ProcessIfMany();
 }
 void RuleEngine::Process() { impl_->Process(); }
 void RuleEngine::Tick() { impl_->Tick(); }

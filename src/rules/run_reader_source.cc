@@ -9,7 +9,11 @@ class RunReaderSource : public RecordSource {
  public:
   explicit RunReaderSource(std::string dir) : dir_(std::move(dir)) {}
   Status Open(RecordVisitor* visitor) override {
-    auto r = RunReader::Open(dir_, visitor);
+    // The engine is fed through the visitor and asks the reader only for raw tensors and
+    // liveness: the reader keeps no records, so a long or wide run costs no memory here.
+    ReadOptions o;
+    o.keep_records = false;
+    auto r = RunReader::Open(dir_, o, visitor);
     if (!r.ok()) return r.status();
     reader_ = std::move(r.value());
     return Status::OK();

@@ -21,12 +21,18 @@ RunReader::~RunReader() = default;
 
 Result<std::unique_ptr<RunReader>> RunReader::Open(const std::string& run_dir,
                                                    RecordVisitor* visitor, Env* env) {
+  return Open(run_dir, ReadOptions{}, visitor, env);
+}
+
+Result<std::unique_ptr<RunReader>> RunReader::Open(const std::string& run_dir,
+                                                   const ReadOptions& options,
+                                                   RecordVisitor* visitor, Env* env) {
   if (!env) env = Env::Default();
   if (!env->IsDirectory(run_dir)) {
     return Status::NotFound(run_dir + ": no such run directory" +
                             (env->FileExists(run_dir) ? " (it is a file)" : ""));
   }
-  std::unique_ptr<RunReader> r(new RunReader(std::make_unique<Impl>(run_dir, visitor, env)));
+  std::unique_ptr<RunReader> r(new RunReader(std::make_unique<Impl>(run_dir, options, visitor, env)));
   auto st = r->Refresh();
   if (!st.ok()) return st.status();
   return r;
@@ -71,10 +77,10 @@ std::vector<std::string> RunReader::TensorNames(const std::string& collection,
                                                 const std::string& regex, bool scalars) const {
   std::set<std::string> names;
   for (const auto& [n, s] : impl_->streams_) {
-    for (const auto& [name, m] : s.summary_idx) names.insert(name);
+    for (const auto& [name, k] : s.summary_keys) names.insert(name);
     for (const auto& [name, m] : s.raw) names.insert(name);
     if (!scalars) continue;
-    for (const auto& [name, m] : s.scalar_idx) names.insert(name);
+    for (const auto& [name, k] : s.scalar_keys) names.insert(name);
   }
   std::optional<std::regex> re;
   if (!regex.empty()) {
@@ -96,37 +102,34 @@ std::vector<std::string> RunReader::TensorNames(const std::string& collection,
 std::vector<std::string> RunReader::ScalarNames() const {
   std::set<std::string> names;
   for (const auto& [n, s] : impl_->streams_) {
-    for (const auto& [name, m] : s.scalar_idx) names.insert(name);
+    for (const auto& [name, k] : s.scalar_keys) names.insert(name);
   }
   return {names.begin(), names.end()};
 }
 
 std::vector<int64_t> RunReader::Steps(Mode mode, const std::string& worker) const {
   std::set<int64_t> steps;
-  auto add = [&](const auto& idx) {
-    for (const auto& [name, m] : idx) {
+  auto insert = [&](int64_t step) { steps.insert(step); };
+  for (const StreamState* s : impl_->Select(worker)) {
+    for (const auto& [name, k] : s->summary_keys) k.ForEach(mode, insert);
+    for (const auto& [name, k] : s->scalar_keys) k.ForEach(mode, insert);
+    for (const auto& [name, m] : s->raw) {
       for (const auto& [sm, v] : m) {
         if (ModeMatches(mode, sm.second)) steps.insert(sm.first);
       }
     }
-  };
-  for (const StreamState* s : impl_->Select(worker)) {
-    add(s->summary_idx);
-    add(s->scalar_idx);
-    add(s->raw);
-    for (const auto& st : s->steps) {
-      if (ModeMatches(mode, st.mode)) steps.insert(st.step);
-    }
+    s->step_keys.ForEach(mode, insert);
   }
   return {steps.begin(), steps.end()};
 }
 
 std::vector<Mode> RunReader::Modes() const {
   std::set<Mode> modes;
+  auto insert = [&](Mode m) { modes.insert(m); };
   for (const auto& [n, s] : impl_->streams_) {
-    for (const auto& r : s.scalars) modes.insert(r.mode);
-    for (const auto& r : s.summaries) modes.insert(r.mode);
-    for (const auto& r : s.steps) modes.insert(r.mode);
+    for (const auto& [name, k] : s.scalar_keys) k.ForEachMode(insert);
+    for (const auto& [name, k] : s.summary_keys) k.ForEachMode(insert);
+    s.step_keys.ForEachMode(insert);
   }
   return {modes.begin(), modes.end()};
 }
@@ -135,13 +138,8 @@ std::vector<int64_t> RunReader::TensorSteps(const std::string& name, Mode mode,
                                             const std::string& worker) const {
   std::set<int64_t> steps;
   for (const StreamState* s : impl_->Select(worker)) {
-    for (const auto* idx : {&s->summary_idx}) {
-      auto it = idx->find(name);
-      if (it == idx->end()) continue;
-      for (const auto& [sm, v] : it->second) {
-        if (ModeMatches(mode, sm.second)) steps.insert(sm.first);
-      }
-    }
+    auto k = s->summary_keys.find(name);
+    if (k != s->summary_keys.end()) k->second.ForEach(mode, [&](int64_t st) { steps.insert(st); });
     auto it = s->raw.find(name);
     if (it != s->raw.end()) {
       for (const auto& [sm, loc] : it->second) {
@@ -284,6 +282,11 @@ std::optional<WriterStatsRecord> RunReader::LastWriterStats(const std::string& s
   auto it = impl_->streams_.find(stream);
   if (it == impl_->streams_.end()) return std::nullopt;
   return it->second.last_stats;
+}
+
+StreamCounts RunReader::Counts(const std::string& stream) const {
+  auto it = impl_->streams_.find(stream);
+  return it == impl_->streams_.end() ? StreamCounts{} : it->second.counts;
 }
 
 std::map<std::string, uint64_t> RunReader::BytesByCollection() const { return impl_->bytes_; }

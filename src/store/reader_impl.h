@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "store/segment.h"
+#include "store/step_keys.h"
 #include "trainscope/reader.h"
 #include "util/env.h"
 
@@ -75,6 +76,12 @@ struct StreamState {
   std::vector<RuleEventRecord> rule_events;
   std::vector<EventRecord> events;
   std::optional<WriterStatsRecord> last_stats;
+  StreamCounts counts;
+  // The keys of what the stream holds, whether or not its records are kept (ReadOptions):
+  // Steps(), Modes(), TensorSteps() and the crash-journal merge read these.
+  StepKeys step_keys;
+  std::map<std::string, StepKeys> scalar_keys;
+  std::map<std::string, StepKeys> summary_keys;
   // Latest record wins for a repeated (name, step, mode): a resumed run may re-record steps.
   std::map<std::string, std::map<StepMode, size_t>> summary_idx;
   std::map<std::string, std::map<StepMode, size_t>> scalar_idx;
@@ -90,8 +97,8 @@ inline bool ModeMatches(Mode want, Mode have) { return want == Mode::kGlobal || 
 
 class RunReader::Impl {
  public:
-  Impl(std::string dir, RecordVisitor* visitor, Env* env)
-      : dir_(std::move(dir)), visitor_(visitor), env_(env) {}
+  Impl(std::string dir, const ReadOptions& options, RecordVisitor* visitor, Env* env)
+      : dir_(std::move(dir)), options_(options), visitor_(visitor), env_(env) {}
 
   // ---- the run directory and its streams (reader_streams.cc) ----
   Result<size_t> Refresh();
@@ -142,6 +149,7 @@ class RunReader::Impl {
   }
 
   std::string dir_;
+  ReadOptions options_;
   RecordVisitor* visitor_;
   Env* env_;
   RunManifest manifest_;

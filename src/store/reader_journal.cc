@@ -37,26 +37,26 @@ void RunReader::Impl::MergeJournal(StreamState* s, const std::string& f, bool li
     Warning(path + ": " + std::to_string(c->bad_slots) +
             " journal slot(s) torn by the crash or damaged; skipped");
   }
-  std::set<StepMode> have;
-  for (const auto& r : s->steps) have.insert({r.step, r.mode});
   size_t i = 0, j = 0;
   while (i < c->steps.size() || j < c->scalars.size()) {
     bool step_next = j >= c->scalars.size() ||
                      (i < c->steps.size() && c->step_seq[i] < c->scalar_seq[j]);
     if (step_next) {
       const StepRecord& r = c->steps[i++];
-      if (!have.insert({r.step, r.mode}).second) continue;
-      s->steps.push_back(r);
+      if (!s->step_keys.Insert(r.step, r.mode)) continue;  // a segment holds it
+      ++s->counts.steps;
       ++stats_.journal_records;
+      if (options_.keep_records) s->steps.push_back(r);
       if (visitor_) visitor_->OnStep(s->name, r);
     } else {
       ScalarRecord& r = c->scalars[j++];
-      auto& idx = s->scalar_idx[r.name];
-      if (idx.count({r.step, r.mode})) continue;
-      idx[{r.step, r.mode}] = s->scalars.size();
-      s->scalars.push_back(std::move(r));
+      if (!s->scalar_keys[r.name].Insert(r.step, r.mode)) continue;
+      ++s->counts.scalars;
       ++stats_.journal_records;
-      if (visitor_) visitor_->OnScalar(s->name, s->scalars.back());
+      if (visitor_) visitor_->OnScalar(s->name, r);
+      if (!options_.keep_records) continue;
+      s->scalar_idx[r.name][{r.step, r.mode}] = s->scalars.size();
+      s->scalars.push_back(std::move(r));
     }
   }
 }

@@ -77,9 +77,12 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
       if (!codec::DecodeScalar(payload, base, &id, &r) || !name_of(id, &r.name))
         return undecodable();
       bytes_[CollectionOf(r.name)] += frame_bytes;
+      ++s->counts.scalars;
+      s->scalar_keys[r.name].Insert(r.step, r.mode);
+      if (visitor_) visitor_->OnScalar(s->name, r);
+      if (!options_.keep_records) return;
       s->scalar_idx[r.name][{r.step, r.mode}] = s->scalars.size();
-      s->scalars.push_back(r);
-      if (visitor_) visitor_->OnScalar(s->name, s->scalars.back());
+      s->scalars.push_back(std::move(r));
       return;
     }
     case RT::kTensorSummary: {
@@ -88,9 +91,12 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
       if (!codec::DecodeSummary(payload, base, &id, &r) || !name_of(id, &r.name))
         return undecodable();
       bytes_[CollectionOf(r.name)] += frame_bytes;
+      ++s->counts.summaries;
+      s->summary_keys[r.name].Insert(r.step, r.mode);
+      if (visitor_) visitor_->OnSummary(s->name, r);
+      if (!options_.keep_records) return;
       s->summary_idx[r.name][{r.step, r.mode}] = s->summaries.size();
       s->summaries.push_back(std::move(r));
-      if (visitor_) visitor_->OnSummary(s->name, s->summaries.back());
       return;
     }
     case RT::kRawChunk: {
@@ -128,7 +134,9 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
       StepRecord r;
       if (!codec::DecodeStep(payload, base, &r)) return undecodable();
       bytes_["steps"] += frame_bytes;
-      s->steps.push_back(r);
+      ++s->counts.steps;
+      s->step_keys.Insert(r.step, r.mode);
+      if (options_.keep_records) s->steps.push_back(r);
       if (visitor_) visitor_->OnStep(s->name, r);
       return;
     }
@@ -140,8 +148,9 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
         if (!name_of(ids[i], &r.metrics[i].first)) return undecodable();
       }
       bytes_["system"] += frame_bytes;
-      s->samples.push_back(std::move(r));
-      if (visitor_) visitor_->OnSystemSample(s->name, s->samples.back());
+      ++s->counts.system_samples;
+      if (visitor_) visitor_->OnSystemSample(s->name, r);
+      if (options_.keep_records) s->samples.push_back(std::move(r));
       return;
     }
     case RT::kRuleEvent: {

@@ -41,7 +41,11 @@ Result<size_t> RunReader::Impl::Refresh() {
     streams_.emplace(n, std::move(s));
   }
   size_t before = stats_.records;
-  for (auto& [name, s] : streams_) RefreshStream(&s);
+  if (options_.streams_only) return size_t{0};
+  for (auto& [name, s] : streams_) {
+    RefreshStream(&s);
+    if (visitor_) visitor_->OnStreamRead(name);
+  }
   return stats_.records - before;
 }
 

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "store/segment.h"
+#include "store/step_keys.h"
 #include "trainscope/reader.h"
 #include "trainscope/writer.h"
 #include "util/env.h"
@@ -231,6 +233,94 @@ TEST(WriterReader, ReopenedStreamContinuesAndLaterRecordsWin) {
   for (int s = 0; s < 8; ++s) EXPECT_EQ(loss[s].step, s);
   EXPECT_EQ(loss[3].value, 13);
   EXPECT_EQ(loss[4].value, 104);
+}
+
+// A reader that keeps no records (ReadOptions::keep_records = false) visits the same records,
+// stream by stream, and still answers names, steps per mode, counts and raw tensors.
+TEST(WriterReader, ReaderThatKeepsNoRecordsVisitsThemAndStillAnswersNamesAndSteps) {
+  TempDir tmp;
+  for (const char* stream : {"worker-0", "worker-1"}) {
+    auto w = OpenWriter({.run_dir = tmp.path(), .stream = stream});
+    for (int s = 0; s < 50; ++s) {
+      w->AddScalar(Loss(s, 1.0 / (s + 1)));
+      w->AddStep({s, Mode::kTrain, s, 1000 * s, 1000 * s + 900, 100, 300, 400, 50});
+      if (s % 10 == 0) w->AddSummary(Grad("gradients/fc.weight", s, s * 0.5));
+    }
+    w->AddScalar(Loss(49, 9, Mode::kEval));
+    w->AddStep({100, Mode::kEval, 0, 0, 10, -1, -1, -1, -1});
+    w->AddSystemSample({NowMicros(), {{"cpu.util", 55.5}}});
+    RawTensorRecord raw;
+    raw.name = "weights/fc.weight";
+    raw.step = 7;
+    raw.dtype = DType::kFloat32;
+    raw.shape = {2};
+    raw.data.assign(8, '\1');
+    w->AddRawTensor(raw);
+  }
+  struct Seen : RecordVisitor {
+    std::map<std::string, int> steps, scalars, summaries, samples;
+    std::vector<std::string> done;
+    void OnStep(const std::string& s, const StepRecord&) override { ++steps[s]; }
+    void OnScalar(const std::string& s, const ScalarRecord&) override { ++scalars[s]; }
+    void OnSummary(const std::string& s, const SummaryRecord&) override { ++summaries[s]; }
+    void OnSystemSample(const std::string& s, const SystemSampleRecord&) override { ++samples[s]; }
+    void OnStreamRead(const std::string& s) override { done.push_back(s); }
+  } seen;
+  auto full = OpenReader(tmp.path());
+  auto lean = RunReader::Open(tmp.path(), ReadOptions{.keep_records = false}, &seen);
+  ASSERT_TRUE(lean.ok()) << lean.status().ToString();
+  const RunReader& r = **lean;
+  EXPECT_EQ(seen.done, (std::vector<std::string>{"worker-0", "worker-1"}));
+  for (const char* stream : {"worker-0", "worker-1"}) {
+    EXPECT_EQ(seen.steps[stream], 51);
+    EXPECT_EQ(seen.scalars[stream], 51);
+    EXPECT_EQ(seen.summaries[stream], 5);
+    EXPECT_EQ(seen.samples[stream], 1);
+    EXPECT_TRUE(r.StepRecords(stream).empty());
+    EXPECT_TRUE(r.Summaries(stream).empty());
+    EXPECT_TRUE(r.SystemSamples(stream).empty());
+    StreamCounts c = r.Counts(stream);
+    EXPECT_EQ(c.steps, full->StepRecords(stream).size());
+    EXPECT_EQ(c.summaries, full->Summaries(stream).size());
+    EXPECT_EQ(c.system_samples, 1u);
+    EXPECT_EQ(c.scalars, 51u);
+  }
+  EXPECT_TRUE(r.Scalar("losses/loss").empty());
+  EXPECT_EQ(r.ScalarNames(), full->ScalarNames());
+  EXPECT_EQ(r.TensorNames("", "", true), full->TensorNames("", "", true));
+  EXPECT_EQ(r.Modes(), full->Modes());
+  for (Mode m : {Mode::kGlobal, Mode::kTrain, Mode::kEval}) EXPECT_EQ(r.Steps(m), full->Steps(m));
+  EXPECT_EQ(r.Steps(Mode::kTrain).size(), 50u);
+  EXPECT_EQ(r.TensorSteps("gradients/fc.weight"), full->TensorSteps("gradients/fc.weight"));
+  auto raw = r.Raw("weights/fc.weight", 7);
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  EXPECT_EQ(raw->data, std::string(8, '\1'));
+  EXPECT_EQ(r.stats().records, full->stats().records);
+
+  auto listed = RunReader::Open(tmp.path(), ReadOptions{.streams_only = true});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ((*listed)->Streams(), full->Streams());
+  EXPECT_EQ((*listed)->stats().records, 0u);
+}
+
+TEST(StepKeys, KeepsConsecutiveStepsAsOneIntervalAndFindsEveryKey) {
+  StepKeys k;
+  for (int64_t s = 0; s < 1000; ++s) EXPECT_TRUE(k.Insert(s, Mode::kTrain));
+  EXPECT_EQ(k.intervals(), 1u);
+  EXPECT_FALSE(k.Insert(500, Mode::kTrain));  // already there
+  EXPECT_TRUE(k.Insert(500, Mode::kEval));    // another mode
+  for (int64_t s : {2000, 1002, 1001, 1500, 1000}) EXPECT_TRUE(k.Insert(s, Mode::kTrain));
+  EXPECT_EQ(k.intervals(), 4u);  // [0,1002] [1500] [2000] and EVAL's [500]
+  for (int64_t s : {0, 999, 1000, 1002, 1500, 2000}) EXPECT_TRUE(k.Contains(s, Mode::kTrain)) << s;
+  for (int64_t s : {-1, 1003, 1499, 1501, 2001}) EXPECT_FALSE(k.Contains(s, Mode::kTrain)) << s;
+  EXPECT_TRUE(k.Insert(-5, Mode::kTrain));
+  EXPECT_TRUE(k.Contains(-5, Mode::kTrain));
+  std::vector<int64_t> eval;
+  k.ForEach(Mode::kEval, [&](int64_t s) { eval.push_back(s); });
+  EXPECT_EQ(eval, (std::vector<int64_t>{500}));
+  size_t all = 0;
+  k.ForEach(Mode::kGlobal, [&](int64_t) { ++all; });
+  EXPECT_EQ(all, 1000u + 3 + 2 + 1 + 1);  // 0..1002, 1500, 2000, -5, EVAL 500
 }
 
 TEST(WriterReader, SecondWriterOnTheSameStreamIsRefused) {

@@ -171,3 +171,28 @@ def test_compare_page_renders_both_runs_and_what_changed(browser, runs):
     screenshot(browser, page, "report-compare")
     assert problems.console == []
     assert problems.external == []
+
+
+@pytest.mark.parametrize("ranks", [4, 12])
+def test_every_rank_is_drawn_in_the_step_time_and_loss_charts(browser, runs, ranks):
+    """Up to 8 ranks one line per rank; beyond, the median with the min-max band and the slowest
+    rank (docs/report.md, "Every rank"). Checked on the page's legends and drawn canvases."""
+    work, cli = runs["work"], runs["cli"]
+    synth = tool_path("make_synthetic_run", "TS_SYNTH_BIN")
+    run_dir = work / f"ranks-{ranks}"
+    run([synth, run_dir, "--ranks", str(ranks), "--steps", "600"])
+    run([cli, "report", run_dir], runs["env"])
+    page, problems = open_page(browser, (run_dir / "report" / "report.html").as_uri())
+    charts = {c["id"]: c for c in check_charts(page, 6)}
+    assert "step-time-ranks" in charts and "losses" in charts
+    for chart in ("step-time-ranks", "losses"):
+        legend = page.text_content(f'figure[data-chart="{chart}"] .ts-legend')
+        if ranks <= 8:
+            for r in range(ranks):
+                assert f"rank {r}" in legend, (chart, r, legend)
+        else:
+            assert "median of ranks" in legend and "min of ranks" in legend, legend
+            assert "max of ranks" in legend, legend
+    screenshot(browser, page, f"report-ranks-{ranks}")
+    assert problems.console == []
+    assert problems.external == []

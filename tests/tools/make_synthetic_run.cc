@@ -4,8 +4,8 @@
 //                              [--instance TYPE] [--ranks N]
 // --ranks N (distributed runs, docs/distributed.md): worker-0's steps for N worker streams, as
 // DDP ranks in lockstep: rank 1 spends 5 ms more per step in its data loader and the others
-// wait that long in the all-reduce (the dist/comm_wait_us scalar of each rank).
-#include <algorithm>
+// wait that long in the all-reduce (the dist/comm_wait_us scalar of each rank); every rank
+// records its own loss (worker-0's, 1% higher per rank: each rank sees its own batches).
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -46,28 +46,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto d = trainscope::testing::MakeSyntheticRun(o);
-  if (ranks > 1) {
-    const auto base = d.steps["worker-0"];
-    for (int r = 0; r < ranks; ++r) {
-      auto& steps = d.steps["worker-" + std::to_string(r)];
-      steps = base;
-      auto& waits = d.comm_wait_us["worker-" + std::to_string(r)];
-      waits.reserve(steps.size());
-      int64_t shift = 0;  // every step 5.1 ms longer: later steps start later
-      for (auto& s : steps) {
-        int64_t wait = r == 1 ? 100 : 5100;
-        if (r == 1) s.data_wait_us = std::max<int64_t>(0, s.data_wait_us) + 5000;
-        s.backward_us = std::max<int64_t>(0, s.backward_us) + wait;
-        s.start_us += shift;
-        shift += 5100;
-        s.end_us += shift;
-        waits.emplace_back(s.step, static_cast<double>(wait));
-      }
-    }
-  }
+  trainscope::testing::MakeRanks(&d, ranks);
   d.manifest.name = out.substr(out.find_last_of('/') + 1);
   d.manifest.id.clear();  // a fresh id per directory (history keys on it)
   auto st = trainscope::testing::WriteRun(d, out);
+  if (!st.ok()) {
+    std::cerr << "make_synthetic_run: " << st.ToString() << "\n";
+    return 1;
+  }
+  st = trainscope::testing::WriteRankLosses(d, out, ranks);
   if (!st.ok()) {
     std::cerr << "make_synthetic_run: " << st.ToString() << "\n";
     return 1;

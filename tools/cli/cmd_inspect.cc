@@ -34,7 +34,9 @@ int Inspect(Context& ctx) {
             << "\n";
     return 2;
   }
-  auto reader = RunReader::Open(pos[0]);
+  ReadOptions ro;
+  ro.keep_records = false;  // counts, names and step ranges only: memory bounded by the names
+  auto reader = RunReader::Open(pos[0], ro);
   if (!reader.ok()) {
     ctx.err << "trainscope inspect: " << reader.status().message() << "\n";
     return 2;
@@ -49,9 +51,9 @@ int Inspect(Context& ctx) {
   for (const auto& s : r.Streams()) {
     nlohmann::json sj{{"stream", s},
                       {"live", r.StreamLive(s)},
-                      {"steps", r.StepRecords(s).size()},
-                      {"summaries", r.Summaries(s).size()},
-                      {"system_samples", r.SystemSamples(s).size()}};
+                      {"steps", r.Counts(s).steps},
+                      {"summaries", r.Counts(s).summaries},
+                      {"system_samples", r.Counts(s).system_samples}};
     if (auto ws = r.LastWriterStats(s)) {
       sj["records_written"] = ws->records_written;
       sj["bytes_written"] = ws->bytes_written;

@@ -77,7 +77,9 @@ void ListRules(std::ostream& out) {
 
 // True once the run has at least one stream with data.
 bool HasData(const std::string& run) {
-  auto r = RunReader::Open(run);
+  ReadOptions o;
+  o.streams_only = true;  // reads no segment: the rule runner reads them
+  auto r = RunReader::Open(run, o);
   if (!r.ok()) return false;
   for (const auto& s : r.value()->Streams()) {
     if (s.rfind("watch-", 0) != 0) return true;

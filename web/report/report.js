@@ -157,6 +157,7 @@
     sec.append(grid);
     C.line(grid, series.steps.curve, { markers, markerKey: 'step' });
     if (series.steps.histogram) C.histogram(grid, series.steps.histogram);
+    if (series.steps.ranks) C.line(grid, series.steps.ranks, { markers, markerKey: 'step' });
   }
 
   // ---- system usage --------------------------------------------------------------------------

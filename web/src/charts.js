@@ -5,8 +5,9 @@
 // whose table, shareBar, el and fmt it passes on.
 //
 // Chart specs (what the C++ side emits, see docs/report.md):
-//   line:      {id, kind:"line", title, xLabel, unit, x:[...], series:[{label, values:[...]}],
-//               spanGaps?}
+//   line:      {id, kind:"line", title, xLabel, unit, x:[...], series:[{label, values:[...],
+//               band?: "low"|"high"}], spanGaps?}   (band: an edge of a min-max band over
+//               ranks, drawn thin and dashed in the colour of the line before it)
 //   histogram: {id, kind:"histogram", title, unit, edges:[n+1], counts:[n], overflow?}
 //   heatmap:   {id, kind:"heatmap", title, rows:[names], cols:[x labels], values:[[...]]
 //               (row-major; null = no data, "nan" = non-finite), xLabel, colorLabel}
@@ -347,6 +348,24 @@
     ctx.clip();
   }
 
+  // Colours: a band edge takes the colour of the line it belongs to (the last one before it).
+  function seriesColors(series) {
+    const out = [];
+    let c = 0, last = palette[0];
+    for (const s of series) {
+      if (!s.band) last = palette[c++ % palette.length];
+      out.push(last);
+    }
+    return out;
+  }
+  function bandOptions(series) {
+    const o = {};
+    for (const s of series) {
+      if (s.band) o[s.label] = { strokeWidth: 0.8, strokePattern: [4, 3], drawPoints: false };
+    }
+    return o;
+  }
+
   // A dygraphs file that is never empty (an empty one logs an error): one row of gaps.
   const fileOf = (rows, nseries) => (rows.length ? rows : [[0, ...new Array(nseries).fill(null)]]);
 
@@ -381,7 +400,8 @@
     const o = dataOptions(st);
     const plot = new root.Dygraph(plotDiv, fileOf(rows, spec.series.length), {
       labels: [spec.xLabel || 'x', ...spec.series.map((s) => s.label)],
-      colors: spec.series.map((_, i) => palette[i % palette.length]),
+      colors: seriesColors(spec.series),
+      series: bandOptions(spec.series),
       strokeWidth: 1.5,
       pointSize: 2,
       drawPoints: o.drawPoints,
