@@ -86,6 +86,13 @@ class RunReader {
 
   // Reads what was appended since the last call. Returns the number of new records.
   Result<size_t> Refresh();
+  // Frees the records decoded so far (steps, scalars, summaries, system samples, events, rule
+  // events and their indexes), once the visitor has seen them: for a consumer that tails a run
+  // through the visitor only (the rules runner), so its memory stays flat however long the run.
+  // Kept: read positions, names, liveness, stats, the last WriterStats and raw tensor
+  // locations (Raw() still works). Queries afterwards see only records read since. A crash
+  // journal merged later skips steps and scalars at or below the highest step already read.
+  void ForgetRecords();
 
   const std::string& run_dir() const;
   const RunManifest& manifest() const;  // default-constructed when run.json is not read

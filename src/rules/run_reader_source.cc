@@ -12,11 +12,17 @@ class RunReaderSource : public RecordSource {
     auto r = RunReader::Open(dir_, visitor);
     if (!r.ok()) return r.status();
     reader_ = std::move(r.value());
+    reader_->ForgetRecords();
     return Status::OK();
   }
+  // The engine gets every record through the visitor and asks the reader only for raw
+  // tensors: the decoded records are freed after each read, so a long run's rules runner
+  // (in-process or `trainscope watch`) holds no history (bench/soak_long.py checks it).
   Result<size_t> Refresh() override {
     if (!reader_) return Status::Unavailable("run not open");
-    return reader_->Refresh();
+    auto n = reader_->Refresh();
+    reader_->ForgetRecords();
+    return n;
   }
   // The run ended when every stream that is not an observer (watch-*: rule-event writers such
   // as this very process) has ended or lost its writer.

@@ -33,6 +33,26 @@ Result<std::unique_ptr<RunReader>> RunReader::Open(const std::string& run_dir,
 }
 
 Result<size_t> RunReader::Refresh() { return impl_->Refresh(); }
+
+void RunReader::ForgetRecords() {
+  auto high = [](std::map<Mode, int64_t>* m, Mode mode, int64_t step) {
+    auto [it, added] = m->emplace(mode, step);
+    if (!added && step > it->second) it->second = step;
+  };
+  for (auto& [name, s] : impl_->streams_) {
+    for (const auto& r : s.steps) high(&s.forgotten_steps, r.mode, r.step);
+    for (const auto& r : s.scalars) high(&s.forgotten_scalars[r.name], r.mode, r.step);
+    // swap with empty containers: clear() would keep the vectors' capacity.
+    std::vector<StepRecord>().swap(s.steps);
+    std::vector<ScalarRecord>().swap(s.scalars);
+    std::vector<SummaryRecord>().swap(s.summaries);
+    std::vector<SystemSampleRecord>().swap(s.samples);
+    std::vector<RuleEventRecord>().swap(s.rule_events);
+    std::vector<EventRecord>().swap(s.events);
+    s.summary_idx.clear();
+    s.scalar_idx.clear();
+  }
+}
 const std::string& RunReader::run_dir() const { return impl_->dir_; }
 const RunManifest& RunReader::manifest() const { return impl_->manifest_; }
 const Status& RunReader::manifest_status() const { return impl_->manifest_status_; }

@@ -79,6 +79,10 @@ struct StreamState {
   std::map<std::string, std::map<StepMode, size_t>> summary_idx;
   std::map<std::string, std::map<StepMode, size_t>> scalar_idx;
   std::map<std::string, std::map<StepMode, RawLoc>> raw;
+  // After ForgetRecords(): the highest step per mode of the forgotten StepRecords and, per
+  // scalar name, of its forgotten values (what a journal merge must not deliver again).
+  std::map<Mode, int64_t> forgotten_steps;
+  std::map<std::string, std::map<Mode, int64_t>> forgotten_scalars;
 };
 
 inline std::string CollectionOf(const std::string& name) {

@@ -39,18 +39,26 @@ void RunReader::Impl::MergeJournal(StreamState* s, const std::string& f, bool li
   }
   std::set<StepMode> have;
   for (const auto& r : s->steps) have.insert({r.step, r.mode});
+  // Records ForgetRecords() freed: at or below the highest step read, per mode (and name).
+  auto forgotten = [](const std::map<Mode, int64_t>& m, Mode mode, int64_t step) {
+    auto it = m.find(mode);
+    return it != m.end() && step <= it->second;
+  };
   size_t i = 0, j = 0;
   while (i < c->steps.size() || j < c->scalars.size()) {
     bool step_next = j >= c->scalars.size() ||
                      (i < c->steps.size() && c->step_seq[i] < c->scalar_seq[j]);
     if (step_next) {
       const StepRecord& r = c->steps[i++];
+      if (forgotten(s->forgotten_steps, r.mode, r.step)) continue;
       if (!have.insert({r.step, r.mode}).second) continue;
       s->steps.push_back(r);
       ++stats_.journal_records;
       if (visitor_) visitor_->OnStep(s->name, r);
     } else {
       ScalarRecord& r = c->scalars[j++];
+      auto f = s->forgotten_scalars.find(r.name);
+      if (f != s->forgotten_scalars.end() && forgotten(f->second, r.mode, r.step)) continue;
       auto& idx = s->scalar_idx[r.name];
       if (idx.count({r.step, r.mode})) continue;
       idx[{r.step, r.mode}] = s->scalars.size();
