@@ -31,37 +31,41 @@ void Add(Writer* w, int64_t from, int64_t to) {
   w->Flush();
 }
 
-TEST(ReaderForget, FreesWhatTheVisitorSawAndKeepsTailing) {
+// A live stream with steps 0..9 and a reader that has read them through its visitor.
+class ReaderForget : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto w = Writer::Open({.run_dir = tmp.path(), .stream = "worker-0"});
+    ASSERT_TRUE(w.ok());
+    w_ = std::move(w).value();
+    Add(w_.get(), 0, 10);
+    auto r = RunReader::Open(tmp.path(), &c);
+    ASSERT_TRUE(r.ok());
+    r_ = std::move(r).value();
+  }
+  void TearDown() override { ASSERT_TRUE(w_->Close().ok()); }
   TempDir tmp;
-  auto w = Writer::Open({.run_dir = tmp.path(), .stream = "worker-0"});
-  ASSERT_TRUE(w.ok());
-  Add(w->get(), 0, 10);
   Counter c;
-  auto r = RunReader::Open(tmp.path(), &c);
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ((*r)->StepRecords("worker-0").size(), 10u);
-  (*r)->ForgetRecords();
-  EXPECT_TRUE((*r)->StepRecords("worker-0").empty());
-  EXPECT_TRUE((*r)->Scalar("losses/loss").empty());
-  EXPECT_EQ((*r)->stats().records, 20u);  // what was read is still counted
-  Add(w->get(), 10, 15);
-  ASSERT_TRUE((*r)->Refresh().ok());
+  std::unique_ptr<Writer> w_;
+  std::unique_ptr<RunReader> r_;
+};
+
+TEST_F(ReaderForget, FreesWhatTheVisitorSawAndKeepsTailing) {
+  EXPECT_EQ(r_->StepRecords("worker-0").size(), 10u);
+  r_->ForgetRecords();
+  EXPECT_TRUE(r_->StepRecords("worker-0").empty());
+  EXPECT_TRUE(r_->Scalar("losses/loss").empty());
+  EXPECT_EQ(r_->stats().records, 20u);  // what was read is still counted
+  Add(w_.get(), 10, 15);
+  ASSERT_TRUE(r_->Refresh().ok());
   EXPECT_EQ(c.steps.size(), 15u);  // nothing read twice, nothing missed
   EXPECT_EQ(c.steps.back(), 14);
-  EXPECT_EQ((*r)->StepRecords("worker-0").size(), 5u);  // only what was read since
-  EXPECT_TRUE((*r)->StreamLive("worker-0"));
-  ASSERT_TRUE((*w)->Close().ok());
+  EXPECT_EQ(r_->StepRecords("worker-0").size(), 5u);  // only what was read since
+  EXPECT_TRUE(r_->StreamLive("worker-0"));
 }
 
-TEST(ReaderForget, AJournalMergedLaterSkipsTheForgottenSteps) {
-  TempDir tmp;
-  auto w = Writer::Open({.run_dir = tmp.path(), .stream = "worker-0"});
-  ASSERT_TRUE(w.ok());
-  Add(w->get(), 0, 10);
-  Counter c;
-  auto r = RunReader::Open(tmp.path(), &c);
-  ASSERT_TRUE(r.ok());
-  (*r)->ForgetRecords();
+TEST_F(ReaderForget, AJournalMergedLaterSkipsTheForgottenSteps) {
+  r_->ForgetRecords();
   // An earlier writer's journal (journal.<N>.tsj, always merged): steps 5..11, of which
   // 5..9 are in the segments the reader already forgot.
   std::string dir = tmp.path() + "/worker-0";
@@ -75,10 +79,9 @@ TEST(ReaderForget, AJournalMergedLaterSkipsTheForgottenSteps) {
     }
   }
   std::filesystem::rename(dir + "/journal.tsj", dir + "/journal.1.tsj");
-  ASSERT_TRUE((*r)->Refresh().ok());
+  ASSERT_TRUE(r_->Refresh().ok());
   EXPECT_EQ(c.steps, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
   EXPECT_EQ(c.losses, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
-  ASSERT_TRUE((*w)->Close().ok());
 }
 
 }  // namespace
