@@ -129,7 +129,7 @@ void InitWriter(py::module_& m) {
            py::arg("flush_interval_ms") = 200, py::arg("byte_budget") = 0,
            py::arg("zstd_level") = 1, py::arg("stats_interval_ms") = 5000,
            py::arg("segment_max_bytes") = uint64_t{128} << 20,
-           py::arg("segment_max_records") = size_t{1} << 20)
+           py::arg("segment_max_records") = WriterOptions{}.segment_max_records)
       .def(
           "add_scalar",
           [](PyWriter& w, const std::string& name, int64_t step, int mode, int64_t mode_step,

@@ -167,6 +167,8 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         self._loss_names: List[str] = []
         self._failures = FailureLog(args["max_errors"], lambda: self._writer,
                                     lambda: self.step_count, self._stop_saving)
+        self._unwritable: Optional[str] = None  # why the run could not be opened (an OSError)
+        self._unwritable_drops = 0  # save_scalar values refused since (steps: step_count)
         self._lock = threading.Lock()
         self._writer = None
         self._closed = False
@@ -241,8 +243,15 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         except Exception as e:
             if self.strict:
                 raise
-            self._fail("open run", e)
             self._saving = False
+            if isinstance(e, OSError):  # a read-only or full disk, no permission: not a bug
+                self._unwritable = str(e)
+                self._failures.by_place["unwritable run directory"] = 1
+                log.warning("trainscope: cannot write the run directory %s (%s); the training "
+                            "continues unrecorded, its records are dropped and counted "
+                            "(hook.writer_stats())", self.out_dir, e)
+            else:
+                self._fail("open run", e)
         if self._writer is not None:
             self._start_background()
             self._start_distributed()
@@ -434,6 +443,9 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         """Records ``scalars/<name>`` at the current step (e.g. a validation metric)."""
         try:
             if self._writer is None or self._scalar_coll is None:
+                if self._unwritable is not None and self._scalar_coll is not None:
+                    self._unwritable_drops += self._scalar_coll.saves_at(
+                        self.mode, self._mode_steps[self.mode], self.save_interval)
                 return
             mode = self.mode
             ms = self._mode_steps[mode]
@@ -506,6 +518,13 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
                 "budget_bytes": s.budget_bytes}
 
     def writer_stats(self) -> Optional[dict]:
+        """The writer's counters (records and bytes written and dropped, I/O errors, queue high
+        water); None without a writer. When the run directory could not be written at all, what
+        was dropped: every step's record and each save_scalar value, with the reason."""
+        if self._writer is None and self._unwritable is not None:
+            return {"records_written": 0, "bytes_written": 0, "bytes_dropped": 0,
+                    "records_dropped": self.step_count + self._unwritable_drops,
+                    "io_errors": 1, "queue_high_water": 0, "error": self._unwritable}
         try:
             return self._writer.stats() if self._writer is not None else None
         except Exception:

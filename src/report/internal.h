@@ -69,6 +69,9 @@ const std::map<std::string, StreamSeries>& StreamsOf(const RunData& d,
 // Fills RunAnalysis::ranks, slowest_rank and slowest_why (runs of two or more streams).
 void AnalyzeRanks(const std::map<std::string, StreamSeries>& streams, RunAnalysis* a);
 Measurements MeasureTables(const RunData& d, const std::vector<SystemTable>& tables);
+// A finding per child the kernel's OOM killer killed (child_exited with "oom_killed", written
+// by `trainscope run`), with the memory curve of the minutes before (oom.cc).
+void AddOomFindings(const RunData& d, RunAnalysis* a);
 int GpuCount(const SystemTable& t);  // number of gpu<i>.util columns (or gpu.count)
 
 // Formatting helpers (locale independent).

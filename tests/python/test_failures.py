@@ -24,8 +24,10 @@ def test_unwritable_out_dir(tmp_path, tiny):
     hook.save_scalar("x", 1.0)
     hook.close()
     assert len(losses) == 5
-    assert hook.errors.get("open run") == 1
+    assert hook.errors.get("unwritable run directory") == 1
     assert hook.step_count == 5
+    ws = hook.writer_stats()  # what could not be written, counted
+    assert ws["records_written"] == 0 and ws["records_dropped"] == 5 + 1, ws
 
 
 def test_unwritable_out_dir_root(tmp_path, tiny):
@@ -37,7 +39,7 @@ def test_unwritable_out_dir_root(tmp_path, tiny):
     hook.register_module(model)
     assert len(train(hook, model, opt, crit, batches[:3])) == 3
     hook.close()
-    assert "open run" in hook.errors
+    assert "unwritable run directory" in hook.errors
 
 
 def test_bad_collection_config_raises_config_error_whatever_strict(run_dir):

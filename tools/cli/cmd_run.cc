@@ -218,7 +218,7 @@ int Run(Context& ctx) {
   }
 
   InstallForwardingHandlers();
-  const int64_t oom_before = OomKillCount();
+  const int64_t oom_before = OomKillCount();  // the machine's and this cgroup's kills so far
   ChildProcess child;
   if (!child.Start(command, child_env, &error)) {
     ctx.err << "trainscope run: " << error << "\n";
@@ -347,7 +347,8 @@ int Run(Context& ctx) {
   }
   const char* how = killed ? "SIGKILL" : termed ? "SIGTERM" : "its own stop";
   // A SIGKILL trainscope did not send, while the kernel's OOM killer killed: out of memory.
-  const int64_t oom_after = OomKillCount();
+  const OomCounters oom_now = ReadOomCounters();
+  const int64_t oom_after = oom_now.total();
   const bool oom_killed = code == 128 + SIGKILL && !killed && oom_before >= 0 &&
                           oom_after > oom_before;
   nlohmann::json exited{{"exit_code", code},
@@ -356,7 +357,12 @@ int Run(Context& ctx) {
                         {"stop_reason", why},
                         {"ended_by", stop_fired ? how : oom_killed ? "oom_killer" : "exit"}};
   if (code > 128) exited["signal"] = code - 128;
-  if (oom_killed) exited["oom_killed"] = true;
+  if (oom_killed) {  // the report's OOM finding reads these (src/report/oom.cc)
+    exited["oom_killed"] = true;
+    exited["oom_kill_before"] = oom_before;
+    exited["oom_kill_after"] = oom_after;
+    if (!oom_now.cgroup_file.empty()) exited["oom_counter"] = oom_now.cgroup_file;
+  }
   w.AddEvent({schema::event::kChildExited, NowMicros(), exited.dump()});
   w.Close();
   if (oom_killed) {

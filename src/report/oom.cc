@@ -1,0 +1,156 @@
+// The OOM finding: `trainscope run` records a child killed by the kernel's OOM killer as its
+// child_exited event with "oom_killed": true (tools/cli/cmd_run.cc, counters from
+// tools/cli/oom_count.cc). The finding says so with the memory curve of the minutes before the
+// kill, read from the run's system samples (the monitored process tree, the memory cgroup and
+// the machine), so the report shows what grew and how close to which limit it was.
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "report/internal.h"
+
+namespace trainscope::report_internal {
+namespace {
+
+// The window of samples the curve shows.
+constexpr int64_t kCurveWindowUs = 5 * 60 * 1000000LL;
+constexpr int kCurvePoints = 8;
+
+std::string Bytes(double b) {
+  if (std::isnan(b)) return "n/a";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::fabs(b) >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return Fmt(b, 3) + " " + units[u];
+}
+
+// (wall_us, value) of `metric` over every stream's samples in [from, to], by time.
+std::vector<std::pair<int64_t, double>> Curve(const RunData& d, const std::string& metric,
+                                              int64_t from, int64_t to) {
+  std::vector<std::pair<int64_t, double>> out;
+  for (const auto& [stream, samples] : d.system) {
+    for (const auto& s : samples) {
+      if (s.wall_us < from || s.wall_us > to) continue;
+      for (const auto& [name, v] : s.metrics) {
+        if (name == metric && std::isfinite(v)) out.emplace_back(s.wall_us, v);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Samples taken after the killed processes were gone (the tree's memory falls to 0): the
+// curve ends at the last sample that still saw them.
+void TrimAfterDeath(std::vector<std::pair<int64_t, double>>* c) {
+  while (!c->empty() && c->back().second <= 0) c->pop_back();
+}
+
+double Peak(const std::vector<std::pair<int64_t, double>>& c) {
+  double p = NAN;
+  for (const auto& [t, v] : c) p = std::isnan(p) ? v : std::max(p, v);
+  return p;
+}
+
+double Last(const std::vector<std::pair<int64_t, double>>& c) {
+  return c.empty() ? NAN : c.back().second;
+}
+
+// "120 MiB → 498 MiB over the last 62 s (▁▂▃▅▆█: 120, 180, ... MiB)": up to kCurvePoints
+// values at even spacing over the curve, the last one the final sample before the kill.
+std::string Describe(const std::vector<std::pair<int64_t, double>>& c) {
+  if (c.empty()) return "";
+  std::vector<double> pts;
+  size_t n = std::min<size_t>(kCurvePoints, c.size());
+  for (size_t i = 0; i < n; ++i) pts.push_back(c[n == 1 ? 0 : i * (c.size() - 1) / (n - 1)].second);
+  double lo = *std::min_element(pts.begin(), pts.end());
+  double hi = *std::max_element(pts.begin(), pts.end());
+  static const char* kBars[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+  std::string spark, values;
+  for (size_t i = 0; i < pts.size(); ++i) {
+    int k = hi > lo ? static_cast<int>(std::lround((pts[i] - lo) / (hi - lo) * 7)) : 0;
+    spark += kBars[std::clamp(k, 0, 7)];
+    values += (i ? ", " : "") + Bytes(pts[i]);
+  }
+  double span_s = (c.back().first - c.front().first) / 1e6;
+  return Bytes(c.front().second) + " -> " + Bytes(c.back().second) + " over the last " +
+         Fixed(span_s, 0) + " s before the kill, peak " + Bytes(Peak(c)) + " " + spark + " (" +
+         values + ")";
+}
+
+}  // namespace
+
+void AddOomFindings(const RunData& d, RunAnalysis* a) {
+  for (const auto& e : d.events) {
+    if (e.kind != schema::event::kChildExited) continue;
+    auto j = nlohmann::json::parse(e.json, nullptr, false);
+    if (!j.is_object() || !j.value("oom_killed", false)) continue;
+    const int64_t from = e.wall_us - kCurveWindowUs;
+    auto tree = Curve(d, schema::kProcTreeRssBytes, from, e.wall_us);
+    TrimAfterDeath(&tree);
+    auto cg_used = Curve(d, schema::kCgroupMemUsedBytes, from, e.wall_us);
+    auto cg_limit = Curve(d, schema::kCgroupMemLimitBytes, from, e.wall_us);
+    auto used = Curve(d, schema::kMemUsedBytes, from, e.wall_us);
+    auto total = Curve(d, schema::kMemTotalBytes, from, e.wall_us);
+
+    Finding f;
+    f.rule = "oom_killed";
+    f.title = "Killed by the OOM killer (out of memory)";
+    f.severity = Severity::kCritical;
+    f.stop_worthy = false;  // nothing was left to save: the training was dead
+    f.wall_us = e.wall_us;
+    f.firings = 1;
+    f.value = NAN;      // below: the training's peak memory
+    f.threshold = NAN;  // and the memory cgroup's limit, when known
+    // The last step any worker recorded: where the training was when it died.
+    for (const auto& [stream, steps] : d.steps) {
+      for (const auto& s : steps) {
+        if (s.end_us <= e.wall_us) f.step = std::max(f.step, s.step);
+      }
+    }
+    std::string counters;
+    if (j.contains("oom_kill_before") && j.contains("oom_kill_after")) {
+      counters = "; the kernel's oom_kill counter went " + j["oom_kill_before"].dump() + " -> " +
+                 j["oom_kill_after"].dump();
+    }
+    f.message = "the kernel's OOM killer killed the training (SIGKILL, exit status " +
+                std::to_string(j.value("exit_code", 137)) + ")" + counters;
+    std::string ev;
+    if (!tree.empty()) ev += "training processes' memory (RSS) " + Describe(tree);
+    double limit = Last(cg_limit);
+    f.value = tree.empty() ? Peak(cg_used) : Peak(tree);
+    if (std::isfinite(limit) && limit > 0 && limit < 1e18) f.threshold = limit;
+    if (!cg_used.empty()) {
+      ev += std::string(ev.empty() ? "" : "; ") + "memory cgroup " + Describe(cg_used);
+      if (std::isfinite(limit) && limit > 0 && limit < 1e18) {
+        ev += ", limit " + Bytes(limit) + " (" + Percent(Last(cg_used) / limit) + " used)";
+      }
+    }
+    if (!used.empty()) {
+      ev += std::string(ev.empty() ? "" : "; ") + "machine memory used " + Bytes(Last(used));
+      if (!total.empty()) ev += " of " + Bytes(Last(total));
+    }
+    if (ev.empty()) ev = "no system samples in the 5 minutes before the kill";
+    if (f.step >= 0) ev += "; last step recorded " + std::to_string(f.step);
+    f.evidence = ev;
+    bool steady = tree.size() >= 4 && tree.back().second > 1.5 * tree.front().second;
+    f.recommendation =
+        std::string(steady ? "Memory grew steadily until the kill: look for something kept "
+                             "across steps (a list of losses or outputs that keeps its graph: "
+                             "store loss.item(); caches keyed by step; growing queues). "
+                           : "") +
+        "Lower the memory a step needs (a smaller batch, activation checkpointing, mixed "
+        "precision), use fewer DataLoader workers (each one is a copy of the process), or run "
+        "with a higher memory limit" +
+        (std::isfinite(limit) && limit > 0 && limit < 1e18 ? " than the " + Bytes(limit) + " "
+                                                             "the memory cgroup allowed"
+                                                           : "") +
+        ". The system charts show the memory curve up to the kill.";
+    a->findings.push_back(std::move(f));
+  }
+}
+
+}  // namespace trainscope::report_internal
