@@ -144,6 +144,19 @@ def test_read_only_run_directory_keeps_the_training_and_says_so_once(readonly_ba
     assert not os.path.exists(os.path.join(run, "run.json"))
 
 
+def test_trainscope_run_with_a_read_only_run_directory_still_runs_the_training(readonly_base,
+                                                                               cli):
+    base, ro = readonly_base
+    p = subprocess.run([cli, "run", "--out", os.path.join(ro, "run"), "--", PY, "-c",
+                        "import sys; print('trained'); sys.exit(3)"],
+                       preexec_fn=_without_dac_override, cwd=base, env=_env(),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 3, p.stderr  # the training's own status
+    assert p.stdout.strip() == "trained"
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "running the training unmonitored" in lines[0], p.stderr
+
+
 # ---- an OOM-killer death -----------------------------------------------------------------------
 LEAK = textwrap.dedent("""
     import time

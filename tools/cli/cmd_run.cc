@@ -88,6 +88,27 @@ bool ReadFile(const std::string& path, std::string* out) {
   return true;
 }
 
+// The run directory cannot be written (read-only, no permission, a full disk): trainscope never
+// stands in the training's way, so the command still runs, unmonitored, with signals
+// forwarded, and its exit status is trainscope's. Said once.
+int RunUnmonitored(Context& ctx, const std::vector<std::string>& command, const std::string& out,
+                   const std::string& why) {
+  ctx.err << "trainscope run: cannot record into " << out << " (" << why
+          << "); running the training unmonitored\n";
+  InstallForwardingHandlers();
+  ChildProcess child;
+  std::string error;
+  if (!child.Start(command, {}, &error)) {
+    ctx.err << "trainscope run: " << error << "\n";
+    return 127;
+  }
+  while (!child.Poll()) {
+    if (int sig = TakePendingSignal()) child.Signal(sig);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return child.exit_code();
+}
+
 int Run(Context& ctx) {
   Args args(ctx.args);
   std::vector<std::string> command = args.TakeAfterDashDash();
@@ -190,16 +211,9 @@ int Run(Context& ctx) {
                      {"config", config_path}};
   manifest.config_json = cfg.dump();
   Status st = CreateOrOpenRun(out, &manifest);
-  if (!st.ok()) {
-    ctx.err << "trainscope run: cannot create run directory " << out << ": " << st.message()
-            << "\n";
-    return 2;
-  }
+  if (!st.ok()) return RunUnmonitored(ctx, command, out, st.message());
   auto writer = Writer::Open({.run_dir = out, .stream = schema::kMonitorStreamPrefix + HostName()});
-  if (!writer.ok()) {
-    ctx.err << "trainscope run: " << writer.status().message() << "\n";
-    return 2;
-  }
+  if (!writer.ok()) return RunUnmonitored(ctx, command, out, writer.status().message());
   Writer& w = **writer;
 
   std::map<std::string, std::string> child_env = {{"TRAINSCOPE_RUN_DIR", out},
