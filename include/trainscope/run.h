@@ -22,6 +22,8 @@ class Env;  // src/util/env.h (internal); every `Env* env = nullptr` below means
 constexpr int kRunSchemaVersion = 1;
 // Readers refuse a larger run.json (an id, a command line and a configuration fit easily).
 constexpr uint64_t kMaxManifestBytes = 16u << 20;
+// ... and a larger control/stop.json (a reason and who asked).
+constexpr uint64_t kMaxStopRequestBytes = 64u << 10;
 
 struct RunManifest {
   int schema_version = kRunSchemaVersion;
@@ -49,7 +51,8 @@ Result<RunManifest> ManifestFromJson(const std::string& json);
 // for a well-formed one, InvalidArgument naming what is wrong for a malformed one (not a JSON
 // object; "reason" or "requested_by" not a string; "wall_us" not a number): anyone can write
 // the file, and a malformed request must neither stop a training nor break the one reading it.
-// StopRequested: a well-formed request exists.
+// A request of more than kMaxStopRequestBytes is malformed (it is read at every step boundary,
+// so its size is bounded before it is read). StopRequested: a well-formed request exists.
 Status RequestStop(const std::string& run_dir, const std::string& reason,
                    const std::string& requested_by, Env* env = nullptr);
 Status ReadStopRequest(const std::string& run_dir, std::string* reason, Env* env = nullptr);

@@ -1,4 +1,6 @@
 // Rules configuration: JSON config files and comma-separated rule names (docs/rules.md).
+#include <cerrno>
+#include <climits>
 #include <nlohmann/json.hpp>
 
 #include "rules/yaml_config.h"
@@ -19,6 +21,7 @@ Result<std::string> ParamText(const std::string& rule, const std::string& name, 
   if (v.is_string()) return v.get<std::string>();
   if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
   if (v.is_null()) return std::string("None");
+  if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());  // 2^63 and above too
   if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
   if (v.is_number()) return v.dump();
   if (v.is_array()) {  // collection_names as a list
@@ -99,15 +102,36 @@ Result<ActionSpec> ParseAction(const std::string& rule, const json& j) {
                                        "'; valid fields: " + JoinNames(kKeys));
       }
     }
-    try {
-      if (j.contains("url")) a.url = j["url"].get<std::string>();
-      if (j.contains("command")) a.command = j["command"].get<std::string>();
-      if (j.contains("timeout_ms")) a.timeout_ms = j["timeout_ms"].get<int64_t>();
-      if (j.contains("retries")) a.retries = j["retries"].get<int>();
-      if (j.contains("min_interval_s")) a.min_interval_s = j["min_interval_s"].get<double>();
-    } catch (const json::exception& e) {
-      return Status::InvalidArgument("rule " + rule + ": bad action field: " + e.what());
+    // Checked, never converted: nlohmann's get<int>() of 1e300 is undefined behaviour and of
+    // 2^32 + 1 is 1.
+    for (const char* k : {"url", "command"}) {
+      if (j.contains(k) && !j[k].is_string()) {
+        return Status::InvalidArgument("rule " + rule + ": action field '" + k +
+                                       "' must be a string");
+      }
     }
+    auto is_int64 = [](const json& v) {
+      return v.is_number_integer() &&
+             (!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t{INT64_MAX});
+    };
+    for (const char* k : {"timeout_ms", "retries"}) {
+      if (j.contains(k) && !is_int64(j[k])) {
+        return Status::InvalidArgument("rule " + rule + ": action field '" + k +
+                                       "' must be an integer");
+      }
+    }
+    if (j.contains("min_interval_s") && !j["min_interval_s"].is_number()) {
+      return Status::InvalidArgument("rule " + rule +
+                                     ": action field 'min_interval_s' must be a number");
+    }
+    if (j.contains("url")) a.url = j["url"].get<std::string>();
+    if (j.contains("command")) a.command = j["command"].get<std::string>();
+    if (j.contains("timeout_ms")) a.timeout_ms = j["timeout_ms"].get<int64_t>();
+    if (j.contains("retries")) {
+      const int64_t r = j["retries"].get<int64_t>();
+      a.retries = r < 0 ? -1 : r > 10 ? 11 : static_cast<int>(r);  // range checked below
+    }
+    if (j.contains("min_interval_s")) a.min_interval_s = j["min_interval_s"].get<double>();
   }
   if (a.type == ActionType::kWebhook && a.url.rfind("http://", 0) != 0) {
     return Status::InvalidArgument(
@@ -136,8 +160,9 @@ Result<int64_t> TakeInt(std::map<std::string, std::string>* params, const std::s
   auto it = params->find(key);
   if (it == params->end()) return def;
   char* end = nullptr;
+  errno = 0;
   long long v = std::strtoll(it->second.c_str(), &end, 10);
-  if (it->second.empty() || *end != '\0') {
+  if (it->second.empty() || *end != '\0' || errno == ERANGE) {
     return Status::InvalidArgument(key + " must be an integer, got '" + it->second + "'");
   }
   params->erase(it);
@@ -181,7 +206,8 @@ Result<RuleConfig> ParseEntry(const json& e, const RuleRegistry& registry) {
       if (!e[key].is_number_integer()) {
         return Status::InvalidArgument("rule " + c.type + ": \"" + key + "\" must be an integer");
       }
-      c.params[key] = std::to_string(e[key].get<int64_t>());
+      c.params[key] = e[key].is_number_unsigned() ? std::to_string(e[key].get<uint64_t>())
+                                                  : std::to_string(e[key].get<int64_t>());
     }
     if (e.contains("actions")) {
       if (!e["actions"].is_array()) {
@@ -203,12 +229,15 @@ Result<RuleConfig> ParseEntry(const json& e, const RuleRegistry& registry) {
   if (!re.ok()) return Status::InvalidArgument("rule " + c.type + ": " + re.status().message());
   auto ra = TakeInt(&c.params, "recover_after", 10);
   if (!ra.ok()) return Status::InvalidArgument("rule " + c.type + ": " + ra.status().message());
-  if (ra.value() < 1) {
-    return Status::InvalidArgument("rule " + c.type + ": recover_after must be >= 1");
+  // int fields: 2^32 + 1 was truncated to 1.
+  if (ra.value() < 1 || ra.value() > INT_MAX) {
+    return Status::InvalidArgument("rule " + c.type + ": recover_after must be in [1, " +
+                                   std::to_string(INT_MAX) + "]");
   }
   c.recover_after = static_cast<int>(ra.value());
-  if (mc.value() < 1) {
-    return Status::InvalidArgument("rule " + c.type + ": min_consecutive must be >= 1");
+  if (mc.value() < 1 || mc.value() > INT_MAX) {
+    return Status::InvalidArgument("rule " + c.type + ": min_consecutive must be in [1, " +
+                                   std::to_string(INT_MAX) + "]");
   }
   c.min_consecutive = static_cast<int>(mc.value());
   c.remind_every_steps = re.value();
@@ -262,7 +291,7 @@ Result<std::vector<RuleConfig>> ParseRulesConfig(const std::string& text,
   }
   try {
     root = json::parse(is_json || first == std::string::npos ? text : converted);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for 1e400
     return Status::InvalidArgument(std::string("rules config is not valid JSON: ") + e.what());
   }
   const json* list = &root;

@@ -143,6 +143,88 @@ TEST(RulesConfigYaml, ErrorsNameTheBadKeyAsJsonDoes) {
   EXPECT_NE(bad.status().message().find("line"), std::string::npos);
 }
 
+// Findings of fuzz/rules_config_fuzz.cc (issue 17): each was a crash, a hang or a value lost.
+// The inputs are also in fuzz/regressions/rules_config/.
+TEST(RulesConfig, ANumberOutOfRangeIsAnErrorNotAnEscapingException) {
+  auto c = ParseRulesConfig(R"([{"name":"overfit","params":{"patience":1e400}}])");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("not valid JSON"), std::string::npos)
+      << c.status().message();
+}
+
+// Numbers that were converted instead of checked: 1e300 as timeout_ms was undefined behaviour,
+// 2^32 + 1 as min_consecutive was read as 1, 2^64 - 1 as a parameter as -1.
+TEST(RulesConfig, NumbersOutOfTheirFieldsRangeAreErrors) {
+  auto error_of = [](const std::string& text) {
+    auto c = ParseRulesConfig(text);
+    EXPECT_FALSE(c.ok()) << text;
+    return c.ok() ? std::string() : c.status().message();
+  };
+  EXPECT_EQ(error_of(R"([{"name":"overfit","actions":[{"type":"log","timeout_ms":1e300}]}])"),
+            "rule overfit: action field 'timeout_ms' must be an integer");
+  EXPECT_EQ(error_of(R"([{"name":"overfit","actions":[{"type":"log","retries":99999999999}]}])"),
+            "rule overfit: timeout_ms must be > 0 and retries in [0, 10]");
+  EXPECT_EQ(error_of(R"([{"name":"overfit","actions":[{"type":"exec","command":5}]}])"),
+            "rule overfit: action field 'command' must be a string");
+  EXPECT_EQ(error_of(R"([{"name":"overfit","min_consecutive":4294967297}])"),
+            "rule overfit: min_consecutive must be in [1, 2147483647]");
+  EXPECT_EQ(error_of(R"([{"name":"overfit","recover_after":18446744073709551615}])"),
+            "rule overfit: recover_after must be an integer, got '18446744073709551615'");
+  EXPECT_NE(error_of(R"([{"name":"overfit","remind_every_steps":18446744073709551615}])")
+                .find("remind_every_steps must be an integer"),
+            std::string::npos);
+  auto p = ParseRulesConfig(R"([{"name":"overfit","params":{"start_step":18446744073709551615}}])");
+  ASSERT_FALSE(p.ok());  // out of the parameter's range, not read as -1
+  EXPECT_EQ(p.status().message().find("-1"), std::string::npos) << p.status().message();
+}
+
+// std::regex compiles recursively: ten thousand nested groups overflowed the stack.
+TEST(RulesConfig, RegexParametersAreBoundedBeforeTheyAreCompiled) {
+  auto with_regex = [](const std::string& re) {
+    return ParseRulesConfig(R"([{"name":"dead_relu","params":{"tensor_regex":")" + re + R"("}}])");
+  };
+  auto deep = with_regex(std::string(10000, '(') + std::string(10000, ')'));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("groups nested at most 64 deep"), std::string::npos)
+      << deep.status().message();
+  EXPECT_FALSE(with_regex(std::string(5000, 'a')).ok());
+  EXPECT_TRUE(with_regex(std::string(64, '(') + "relu" + std::string(64, ')')).ok());
+  EXPECT_TRUE(with_regex(R"(.*relu_output(_[0-9]+)?\\(\\([(]{3})").ok());  // escaped, in [...]
+}
+
+TEST(RulesConfigYaml, InputsThatCrashedOrHungTheReader) {
+  if (!rules::HaveYaml()) GTEST_SKIP() << "built without yaml-cpp";
+  auto error_of = [](const std::string& text) {
+    auto c = ParseRulesConfig(text);
+    EXPECT_FALSE(c.ok()) << text.substr(0, 80);
+    return c.ok() ? std::string() : c.status().message();
+  };
+  // std::regex_match overflowed the stack on a long scalar; now a plain id like any other.
+  auto long_id = ParseRulesConfig("- name: overfit\n  id: " + std::string(1 << 20, '1') + "\n");
+  ASSERT_TRUE(long_id.ok()) << long_id.status().ToString();
+  EXPECT_EQ((*long_id)[0].id.size(), 1u << 20);
+  // Infinity became null, silently (JSON has none).
+  EXPECT_NE(error_of("- name: all_zero\n  params: {threshold: 1e400}\n").find("out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of("- name: all_zero\n  params: {threshold: .inf}\n").find("line 2"),
+            std::string::npos);
+  // Invalid UTF-8 threw nlohmann's type_error out of the parser.
+  EXPECT_NE(error_of("- name: over\xfa" "fit\n").find("not valid UTF-8"), std::string::npos);
+  // yaml-cpp 0.7's LoadAll looped forever, allocating (jbeder/yaml-cpp#1319).
+  EXPECT_FALSE(error_of(", b]\n: \xb3\n").empty());
+  EXPECT_NE(error_of("rules: [overfit]\n---\nrules: [dead_loss]\n").find("more than one"),
+            std::string::npos);
+  // Aliases: a billion laughs, and an anchor inside itself.
+  std::string laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i) {
+    laughs += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 9; ++k) laughs += (k ? ", *a" : "*a") + std::to_string(i - 1);
+    laughs += "]\n";
+  }
+  EXPECT_NE(error_of(laughs).find("expands to more than"), std::string::npos);
+  EXPECT_NE(error_of("rules: &r [overfit, *r]\n").find("through aliases"), std::string::npos);
+}
+
 TEST(RulesConfig, DuplicateIdsRejectedByEngine) {
   auto c = ParseRuleNames("overfit,overfit");
   ASSERT_TRUE(c.ok());

@@ -1,4 +1,5 @@
 // RuleParams: typed rule parameters parsed from text (docs/rules.md, "Configuration").
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -37,6 +38,30 @@ bool ParseDoubleText(const std::string& text, double* out) {
   if (errno != 0 || end != t.c_str() + t.size() || std::isnan(v)) return false;
   *out = v;
   return true;
+}
+
+constexpr size_t kMaxRegexChars = 4096;
+constexpr int kMaxRegexDepth = 64;
+
+// How deeply a pattern nests its groups (escaped parentheses and those in [...] do not count).
+int RegexGroupDepth(const std::string& re) {
+  int depth = 0, deepest = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < re.size(); ++i) {
+    const char c = re[i];
+    if (c == '\\') {
+      ++i;
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;
+    } else if (c == '(') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ')' && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 }  // namespace
@@ -94,6 +119,14 @@ Result<RuleParams> RuleParams::Parse(const std::string& rule, const std::vector<
         }
         break;
       case ParamType::kRegex:
+        // std::regex compiles recursively, a frame chain per group: ten thousand nested groups
+        // overflowed the stack (found by fuzz/rules_config_fuzz.cc). A tensor-name pattern
+        // needs neither that length nor that depth.
+        if (text.size() > kMaxRegexChars || RegexGroupDepth(text) > kMaxRegexDepth) {
+          return bad("a regex of at most " + std::to_string(kMaxRegexChars) +
+                     " characters with groups nested at most " + std::to_string(kMaxRegexDepth) +
+                     " deep");
+        }
         try {
           std::regex re(text, std::regex::ECMAScript);
         } catch (const std::regex_error& e) {

@@ -11,6 +11,7 @@
 
 #include "util/crc32c.h"
 #include "util/env.h"
+#include "util/json_depth.h"
 
 namespace trainscope {
 namespace {
@@ -91,15 +92,20 @@ std::string CheckpointRecordToJson(const CheckpointRecord& r) {
 }
 
 Result<CheckpointRecord> ParseCheckpointRecord(std::string_view text) {
+  if (JsonDepth(text) > kMaxJsonDepth) {
+    return Status::InvalidArgument("nests arrays or objects deeper than " +
+                                   std::to_string(kMaxJsonDepth) + " levels");
+  }
   auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return Status::InvalidArgument("not a JSON object");
   auto str = [&](const char* k) -> std::string {
     auto it = j.find(k);
     return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
-  auto integer = [&](const char* k, int64_t* out) {
+  auto integer = [&](const char* k, int64_t* out) {  // an int64 (2^63 and above are not)
     auto it = j.find(k);
     if (it == j.end() || !it->is_number_integer()) return false;
+    if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{INT64_MAX}) return false;
     *out = it->get<int64_t>();
     return true;
   };
@@ -116,8 +122,12 @@ Result<CheckpointRecord> ParseCheckpointRecord(std::string_view text) {
                                    std::to_string(kCheckpointRecordVersion));
   r.version = static_cast<int>(v);
   int64_t bytes = -1;
-  if (!integer("step", &r.step) || r.step < 0) return Status::InvalidArgument("no step");
-  if (!integer("bytes", &bytes) || bytes < 0) return Status::InvalidArgument("no bytes");
+  if (!j.contains("step")) return Status::InvalidArgument("no step");
+  if (!integer("step", &r.step) || r.step < 0)
+    return Status::InvalidArgument("step is not an integer in [0, 2^63)");
+  if (!j.contains("bytes")) return Status::InvalidArgument("no bytes");
+  if (!integer("bytes", &bytes) || bytes < 0)
+    return Status::InvalidArgument("bytes is not an integer in [0, 2^63)");
   r.bytes = static_cast<uint64_t>(bytes);
   if (!integer("global_step", &r.global_step)) r.global_step = r.step;
   integer("wall_us", &r.wall_us);

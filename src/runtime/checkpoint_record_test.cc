@@ -152,6 +152,26 @@ TEST(CheckpointRecord, MalformedRecordsAreClearErrors) {
   EXPECT_NE(bad(R"({"format":"trainscope-checkpoint","version":2,"step":1,"bytes":1,
                     "crc32c":"00000000","file":"../etc/passwd"})").find("not a name"),
             std::string::npos);
+  // 2^64 - 1 wrapped to -1 and read as "no step".
+  EXPECT_EQ(bad(R"({"format":"trainscope-checkpoint","version":2,"step":18446744073709551615,
+                    "bytes":1,"crc32c":"00000000"})"),
+            "step is not an integer in [0, 2^63)");
+  EXPECT_EQ(bad(R"({"format":"trainscope-checkpoint","version":2,"step":1,"bytes":-1,
+                    "crc32c":"00000000"})"),
+            "bytes is not an integer in [0, 2^63)");
+}
+
+// A record nested a megabyte deep in its extra fields overflowed the stack of dump() (issue 17;
+// beyond what fuzz/checkpoint_record_fuzz.cc's inputs reach, so tested here).
+TEST(CheckpointRecord, DeepNestingIsRefusedBeforeParsing) {
+  const std::string head =
+      R"({"format":"trainscope-checkpoint","version":2,"step":1,"bytes":1,"crc32c":"00000000",)"
+      R"("extra":)";
+  auto r = ParseCheckpointRecord(head + std::string(1 << 20, '[') + "}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("deeper than 512 levels"), std::string::npos);
+  auto ok = ParseCheckpointRecord(head + std::string(500, '[') + std::string(500, ']') + "}");
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
 }
 
 }  // namespace

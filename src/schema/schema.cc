@@ -147,8 +147,9 @@ SystemSampleView ParseSystemSample(const SystemSampleRecord& r) {
   for (const auto& [name, value] : r.metrics) {
     int i;
     std::string_view field;
+    const std::string& metric = name;  // clang 14 (the fuzz build) cannot capture a binding
     auto whole = std::find_if(std::begin(kWholeMachine), std::end(kWholeMachine),
-                              [&](const auto& f) { return name == f.first; });
+                              [&](const auto& f) { return metric == f.first; });
     if (whole != std::end(kWholeMachine)) {
       v.*(whole->second) = value;
     } else if (ParseCoreMetric(name, &i, &field)) {

@@ -33,7 +33,6 @@ using wire::ClientKey;
 using wire::IsLoopbackAddr;
 using wire::Lower;
 using wire::NowMs;
-using wire::ParseHead;
 using wire::SendNow;
 using wire::SendUntil;
 using wire::Serialize;
@@ -310,48 +309,17 @@ class Server::Impl {
 
   // Dispatches the request in `c.buf` once it is complete; answers and closes what is malformed.
   void Process(int fd, Conn& c) {
-    const size_t head_end = c.buf.find("\r\n\r\n");
-    if (head_end == std::string::npos) {
-      if (c.buf.size() > options_.max_header_bytes) {
-        SendNow(fd, 431, "request header too large\n");
-        Close(fd);
-      }
-      return;
-    }
     Job job{fd, Request{}, false, false};
-    bool http10 = false;
-    if (ParseHead(c.buf.substr(0, head_end), &job.req, &http10) != 0) {
-      SendNow(fd, 400, "bad request line\n");
+    const wire::Framing f =
+        wire::FrameRequest(c.buf, options_.max_header_bytes, options_.max_body_bytes, &job.req);
+    if (f.kind == wire::Framing::kIncomplete) return;
+    if (f.kind == wire::Framing::kReject) {
+      SendNow(fd, f.status, f.message);
       Close(fd);
       return;
     }
-    if (!job.req.Header("transfer-encoding").empty()) {
-      SendNow(fd, 501, "chunked request bodies not supported\n");
-      Close(fd);
-      return;
-    }
-    size_t content_length = 0;
-    const std::string cl = job.req.Header("content-length");
-    if (!cl.empty()) {
-      char* end = nullptr;
-      errno = 0;
-      unsigned long long v = std::strtoull(cl.c_str(), &end, 10);
-      if (!end || *end != 0 || errno != 0 || v > options_.max_body_bytes ||
-          !std::isdigit(static_cast<unsigned char>(cl[0]))) {
-        SendNow(fd, 413, "request body too large\n");
-        Close(fd);
-        return;
-      }
-      content_length = static_cast<size_t>(v);
-    }
-    if (c.buf.size() - head_end - 4 < content_length) return;  // the body is still coming
-    if (job.req.target.empty() || job.req.target[0] != '/') {
-      SendNow(fd, 400, "bad request target\n");
-      Close(fd);
-      return;
-    }
-    job.req.body = c.buf.substr(head_end + 4, content_length);
-    c.buf.erase(0, head_end + 4 + content_length);
+    const bool http10 = f.http10;
+    c.buf.erase(0, f.consumed);
     job.req.peer_loopback = c.peer_loopback;
     const std::string conn = Lower(job.req.Header("connection"));
     job.keep_alive = http10 ? conn == "keep-alive" : conn != "close";

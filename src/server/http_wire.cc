@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 
 namespace trainscope::http::wire {
@@ -130,16 +131,72 @@ int ParseHead(const std::string& head, Request* req, bool* http10) {
     size_t e = head.find("\r\n", pos);
     if (e == std::string::npos) e = head.size();
     std::string line = head.substr(pos, e - pos);
-    size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      req->headers[Lower(Trim(line.substr(0, colon)))] = Trim(line.substr(colon + 1));
-    }
     pos = e + 2;
+    size_t colon = line.find(':');
+    if (colon == std::string::npos || colon == 0) return 400;
+    std::string name = line.substr(0, colon);
+    if (name.find_first_of(" \t\r\n") != std::string::npos) return 400;
+    name = Lower(name);
+    std::string value = Trim(line.substr(colon + 1));
+    auto [it, inserted] = req->headers.emplace(name, value);
+    if (!inserted) {
+      if (name == "content-length" && it->second != value) return 400;
+      it->second = value;  // any other header: the last one wins
+    }
   }
   size_t q = req->target.find('?');
   req->path = req->target.substr(0, q);
   if (q != std::string::npos) req->query = ParseQuery(req->target.substr(q + 1));
   return 0;
+}
+
+namespace {
+
+Framing Reject(int status, std::string message) {
+  Framing f;
+  f.kind = Framing::kReject;
+  f.status = status;
+  f.message = std::move(message);
+  return f;
+}
+
+}  // namespace
+
+Framing FrameRequest(const std::string& buf, size_t max_header_bytes, size_t max_body_bytes,
+                     Request* req) {
+  const size_t head_end = buf.find("\r\n\r\n");
+  if (head_end == std::string::npos) {
+    if (buf.size() > max_header_bytes) return Reject(431, "request header too large\n");
+    return Framing{};
+  }
+  if (head_end > max_header_bytes) return Reject(431, "request header too large\n");
+  Framing f;
+  *req = Request{};
+  if (ParseHead(buf.substr(0, head_end), req, &f.http10) != 0) {
+    return Reject(400, "bad request line or header\n");
+  }
+  if (!req->Header("transfer-encoding").empty()) {
+    return Reject(501, "chunked request bodies not supported\n");
+  }
+  size_t content_length = 0;
+  if (auto it = req->headers.find("content-length"); it != req->headers.end()) {
+    const std::string& cl = it->second;
+    if (cl.empty() ||
+        !std::all_of(cl.begin(), cl.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return Reject(400, "bad Content-Length\n");
+    }
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(cl.c_str(), &end, 10);
+    if (errno != 0 || v > max_body_bytes) return Reject(413, "request body too large\n");
+    content_length = static_cast<size_t>(v);
+  }
+  if (buf.size() - head_end - 4 < content_length) return Framing{};  // the body is still coming
+  if (req->target.empty() || req->target[0] != '/') return Reject(400, "bad request target\n");
+  req->body = buf.substr(head_end + 4, content_length);
+  f.kind = Framing::kRequest;
+  f.consumed = head_end + 4 + content_length;
+  return f;
 }
 
 }  // namespace trainscope::http::wire

@@ -8,6 +8,10 @@
 #include <new>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "stats/stats_kernels.h"
 
 namespace trainscope {
@@ -20,8 +24,10 @@ bool CpuHas(std::string_view name) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (name == "avx2") {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    // F16C through CPUID (leaf 1, ECX bit 29): clang 14 (the fuzz build) has no "f16c" name.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   }
   if (name == "avx512") {
     return CpuHas("avx2") && __builtin_cpu_supports("avx512f") &&

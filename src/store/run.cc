@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "trainscope/schema.h"
 #include "trainscope/types.h"
 #include "util/env.h"
+#include "util/json_depth.h"
 
 namespace trainscope {
 namespace {
@@ -46,29 +48,64 @@ std::string ManifestToJson(const RunManifest& m) {
 }
 
 Result<RunManifest> ManifestFromJson(const std::string& json) {
+  if (JsonDepth(json) > kMaxJsonDepth) {
+    return Status::Corruption("run.json nests arrays or objects deeper than " +
+                              std::to_string(kMaxJsonDepth) + " levels");
+  }
   auto j = nlohmann::json::parse(json, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return Status::Corruption("run.json is not a JSON object");
-  RunManifest m;
-  try {
-    m.schema_version = j.value("schema_version", 0);
-    if (m.schema_version > kRunSchemaVersion) {
-      return Status::InvalidArgument(
-          "run.json has schema_version " + std::to_string(m.schema_version) +
-          ", newer than this trainscope reads (it reads schema_version " +
-          std::to_string(kRunSchemaVersion) + "); upgrade trainscope to read this run");
+  // Each field has one type; a field of another type (or an integer that does not fit) is
+  // corrupt, never converted: nlohmann's conversions would truncate 2^32 + 1 to 1 and turn
+  // 1e300 into undefined behaviour.
+  auto integer = [&](const char* key, int64_t min, int64_t max, int64_t* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end()) return Status::OK();
+    bool fits = it->is_number_integer();
+    if (fits && it->is_number_unsigned()) {
+      fits = it->get<uint64_t>() <= static_cast<uint64_t>(max);
     }
-    m.id = j.value("id", "");
-    m.name = j.value("name", "");
-    m.command = j.value("command", std::vector<std::string>{});
-    m.host = j.value("host", "");
-    m.pid = j.value("pid", int64_t{0});
-    m.start_us = j.value("start_us", int64_t{0});
-    m.config_json = j.contains("config") ? j["config"].dump() : "{}";
-    m.framework = j.value("framework", "");
-  } catch (const nlohmann::json::exception& e) {
-    return Status::Corruption(std::string("run.json: ") + e.what());
+    if (fits) fits = it->get<int64_t>() >= min && it->get<int64_t>() <= max;
+    if (!fits) {
+      return Status::Corruption(std::string("run.json: \"") + key +
+                                "\" is not an integer in [" + std::to_string(min) + ", " +
+                                std::to_string(max) + "]");
+    }
+    *out = it->get<int64_t>();
+    return Status::OK();
+  };
+  auto text = [&](const char* key, std::string* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end()) return Status::OK();
+    if (!it->is_string()) {
+      return Status::Corruption(std::string("run.json: \"") + key + "\" is not a string");
+    }
+    *out = it->get<std::string>();
+    return Status::OK();
+  };
+  RunManifest m;
+  int64_t version = 0;
+  TS_RETURN_IF_ERROR(integer("schema_version", INT32_MIN, INT32_MAX, &version));
+  m.schema_version = static_cast<int>(version);
+  if (m.schema_version > kRunSchemaVersion) {
+    return Status::InvalidArgument(
+        "run.json has schema_version " + std::to_string(m.schema_version) +
+        ", newer than this trainscope reads (it reads schema_version " +
+        std::to_string(kRunSchemaVersion) + "); upgrade trainscope to read this run");
   }
+  TS_RETURN_IF_ERROR(text("id", &m.id));
+  TS_RETURN_IF_ERROR(text("name", &m.name));
+  TS_RETURN_IF_ERROR(text("host", &m.host));
+  TS_RETURN_IF_ERROR(text("framework", &m.framework));
+  TS_RETURN_IF_ERROR(integer("pid", INT64_MIN, INT64_MAX, &m.pid));
+  TS_RETURN_IF_ERROR(integer("start_us", INT64_MIN, INT64_MAX, &m.start_us));
+  if (auto it = j.find("command"); it != j.end()) {
+    bool strings = it->is_array();
+    for (const auto& arg : *it) strings = strings && arg.is_string();
+    if (!strings) return Status::Corruption("run.json: \"command\" is not a list of strings");
+    m.command = it->get<std::vector<std::string>>();
+  }
+  m.config_json = j.contains("config") ? j["config"].dump() : "{}";
   return m;
 }
 
@@ -138,7 +175,7 @@ Status ReadStopRequest(const std::string& run_dir, std::string* reason, Env* env
   const std::string path = run_dir + "/control/stop.json";
   if (!env->FileExists(path)) return Status::NotFound("no stop request");
   std::string text;
-  Status read = env->ReadFile(path, &text);
+  Status read = env->ReadFile(path, &text, kMaxStopRequestBytes);
   if (!read.ok()) return Status::InvalidArgument(path + ": " + read.ToString());
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())

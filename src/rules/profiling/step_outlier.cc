@@ -51,10 +51,11 @@ class StepOutlier : public SampleRule {
       for (auto it = ser.sorted.rbegin(); it != ser.sorted.rend() && worst.size() < 5; ++it) {
         worst.push_back(std::to_string(it->second) + " (" + Ms(it->first) + ")");
       }
-      auto pct = [&ser](double p) {  // linear percentile of the sorted durations
-        double pos = p / 100.0 * (ser.sorted.size() - 1);
-        size_t lo = static_cast<size_t>(pos), hi = std::min(lo + 1, ser.sorted.size() - 1);
-        return ser.sorted[lo].first + (ser.sorted[hi].first - ser.sorted[lo].first) * (pos - lo);
+      const auto& sorted = ser.sorted;  // clang 14 (the fuzz build) cannot capture a binding
+      auto pct = [&sorted](double p) {  // linear percentile of the sorted durations
+        double pos = p / 100.0 * (sorted.size() - 1);
+        size_t lo = static_cast<size_t>(pos), hi = std::min(lo + 1, sorted.size() - 1);
+        return sorted[lo].first + (sorted[hi].first - sorted[lo].first) * (pos - lo);
       };
       e.message += (e.message.empty() ? "" : "; ") + std::to_string(outliers) + " of " +
                    std::to_string(ser.order.size()) + " " + std::string(ModeName(key.second)) +
