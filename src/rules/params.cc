@@ -45,8 +45,9 @@ constexpr int kMaxRegexDepth = 64;
 constexpr size_t kMaxRegexRepeatDigits = 4;  // {m,n} up to 9999
 
 // How deeply a pattern nests its groups (escaped parentheses and those in [...] do not count);
-// kMaxRegexDepth + 1 when a {m,n} count has more than kMaxRegexRepeatDigits digits (libstdc++
-// overflows a long reading {11111111111111111111}, found by fuzz/rules_config_fuzz.cc).
+// kMaxRegexDepth + 1 when a {m,n} count or a back-reference \N has more than
+// kMaxRegexRepeatDigits digits (libstdc++ overflows a long reading \11111111111111111111,
+// found by fuzz/rules_config_fuzz.cc, or {11111111111111111111}).
 int RegexGroupDepth(const std::string& re) {
   int depth = 0, deepest = 0;
   bool in_class = false;
@@ -64,7 +65,10 @@ int RegexGroupDepth(const std::string& re) {
       if (in_count) continue;
     }
     if (c == '\\') {
-      ++i;
+      size_t n = 0;  // a back-reference \<digits>: libstdc++ reads its number the same way
+      while (i + 1 + n < re.size() && re[i + 1 + n] >= '0' && re[i + 1 + n] <= '9') ++n;
+      if (n > kMaxRegexRepeatDigits) return kMaxRegexDepth + 1;
+      i += n > 0 ? n : 1;
     } else if (in_class) {
       in_class = c != ']';
     } else if (c == '[') {
@@ -142,7 +146,7 @@ Result<RuleParams> RuleParams::Parse(const std::string& rule, const std::vector<
         if (text.size() > kMaxRegexChars || RegexGroupDepth(text) > kMaxRegexDepth) {
           return bad("a regex of at most " + std::to_string(kMaxRegexChars) +
                      " characters, groups nested at most " + std::to_string(kMaxRegexDepth) +
-                     " deep and counts {m,n} below 10000");
+                     " deep and counts {m,n} and back-references below 10000");
         }
         try {
           std::regex re(text, std::regex::ECMAScript);
