@@ -12,18 +12,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "fuzz_check.h"
 #include "trainscope/checkpoint_record.h"
 
 namespace {
 
 using namespace trainscope;
 
-void Check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "checkpoint_record_fuzz: invariant broken: %s\n", what);
-    std::abort();
-  }
-}
+using trainscope::fuzz::Check;
 
 }  // namespace
 

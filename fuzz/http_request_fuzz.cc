@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "fuzz_check.h"
 #include "server/http_wire.h"
 #include "server/security.h"
 
@@ -19,12 +20,7 @@ namespace {
 
 using namespace trainscope::http;
 
-void Check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "http_request_fuzz: invariant broken: %s\n", what);
-    std::abort();
-  }
-}
+using trainscope::fuzz::Check;
 
 // The request as a client would send it again (headers in map order: no header repeats).
 std::string Rewrite(const Request& r, bool http10) {

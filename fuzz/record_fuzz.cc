@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_check.h"
 #include "store/format.h"
 #include "store/record_codec.h"
 #include "store/segment.h"
@@ -32,12 +33,7 @@ using format::RecordType;
 
 constexpr char kRun[] = "/run";
 
-void Check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "record_fuzz: invariant broken: %s\n", what);
-    std::abort();
-  }
-}
+using trainscope::fuzz::Check;
 
 class Generator {
  public:

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_check.h"
 #include "rules/yaml_config.h"
 #include "trainscope/rules.h"
 
@@ -22,12 +23,7 @@ namespace {
 using namespace trainscope;
 using nlohmann::json;
 
-void Check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "rules_config_fuzz: invariant broken: %s\n", what);
-    std::abort();
-  }
-}
+using trainscope::fuzz::Check;
 
 json ActionJson(const ActionSpec& a) {
   json j = json::object();

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "fuzz_check.h"
 #include "trainscope/run.h"
 #include "util/testing/mem_env.h"
 
@@ -19,12 +20,7 @@ namespace {
 
 using namespace trainscope;
 
-void Check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "run_manifest_fuzz: invariant broken: %s\n", what);
-    std::abort();
-  }
-}
+using trainscope::fuzz::Check;
 
 bool Same(const RunManifest& a, const RunManifest& b) {
   return a.schema_version == b.schema_version && a.id == b.id && a.name == b.name &&

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "fuzz_check.h"
 #include "trainscope/run.h"
 #include "util/testing/mem_env.h"
 
@@ -18,12 +19,7 @@ namespace {
 
 using namespace trainscope;
 
-void Check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "stop_request_fuzz: invariant broken: %s\n", what);
-    std::abort();
-  }
-}
+using trainscope::fuzz::Check;
 
 }  // namespace
 

@@ -42,19 +42,40 @@ bool ParseDoubleText(const std::string& text, double* out) {
 
 constexpr size_t kMaxRegexChars = 4096;
 constexpr int kMaxRegexDepth = 64;
+constexpr size_t kMaxRegexRepeatDigits = 4;  // {m,n} up to 9999
 
-// How deeply a pattern nests its groups (escaped parentheses and those in [...] do not count).
+// How deeply a pattern nests its groups (escaped parentheses and those in [...] do not count);
+// kMaxRegexDepth + 1 when a {m,n} count or a back-reference \N has more than
+// kMaxRegexRepeatDigits digits (libstdc++ overflows a long reading \11111111111111111111,
+// found by fuzz/rules_config_fuzz.cc, or {11111111111111111111}).
 int RegexGroupDepth(const std::string& re) {
   int depth = 0, deepest = 0;
   bool in_class = false;
+  size_t digits = 0;
+  bool in_count = false;
   for (size_t i = 0; i < re.size(); ++i) {
     const char c = re[i];
+    if (in_count) {
+      if (c >= '0' && c <= '9') {
+        if (++digits > kMaxRegexRepeatDigits) return kMaxRegexDepth + 1;
+        continue;
+      }
+      in_count = c == ',';
+      digits = 0;
+      if (in_count) continue;
+    }
     if (c == '\\') {
-      ++i;
+      size_t n = 0;  // a back-reference \<digits>: libstdc++ reads its number the same way
+      while (i + 1 + n < re.size() && re[i + 1 + n] >= '0' && re[i + 1 + n] <= '9') ++n;
+      if (n > kMaxRegexRepeatDigits) return kMaxRegexDepth + 1;
+      i += n > 0 ? n : 1;
     } else if (in_class) {
       in_class = c != ']';
     } else if (c == '[') {
       in_class = true;
+    } else if (c == '{') {
+      in_count = true;
+      digits = 0;
     } else if (c == '(') {
       deepest = std::max(deepest, ++depth);
     } else if (c == ')' && depth > 0) {
@@ -124,8 +145,8 @@ Result<RuleParams> RuleParams::Parse(const std::string& rule, const std::vector<
         // needs neither that length nor that depth.
         if (text.size() > kMaxRegexChars || RegexGroupDepth(text) > kMaxRegexDepth) {
           return bad("a regex of at most " + std::to_string(kMaxRegexChars) +
-                     " characters with groups nested at most " + std::to_string(kMaxRegexDepth) +
-                     " deep");
+                     " characters, groups nested at most " + std::to_string(kMaxRegexDepth) +
+                     " deep and counts {m,n} and back-references below 10000");
         }
         try {
           std::regex re(text, std::regex::ECMAScript);
