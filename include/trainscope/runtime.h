@@ -9,8 +9,8 @@
 //   checkpoint records and other events            Event()
 //   the end of the run                             Close(): rules finish, run_end, writer closed
 //
-// Thread-safety: one front end thread drives Open/PollStop/Close; Event() and writer() may be
-// used from any thread (the Writer is thread-safe). Nothing here throws or blocks the training
+// Thread-safety: one front end thread drives Open/Close; PollStop(), Event() and writer() may
+// be used from any thread (the Writer is thread-safe). Nothing here throws or blocks the training
 // on disk; background pieces that fail to start are logged once and left out (the run goes on).
 #pragma once
 
@@ -134,11 +134,15 @@ class TrainingRuntime {
   mutable std::mutex stop_mu_;
   std::string stop_reason_;
   StopSource stop_source_ = StopSource::kNone;
-  bool stop_reported_ = false;
+  std::atomic<bool> stop_reported_{false};
   bool rules_stopped_ = false;
-  std::string bad_request_;  // the last malformed stop request said
-  int64_t last_stop_check_us_ = 0;
-  bool closed_ = false;
+  // PollStop may be called from more than one thread (the training thread and the hook's
+  // committer): the control-file check runs under poll_mu_, skipped by a thread that finds it
+  // taken (the other one is looking).
+  std::mutex poll_mu_;
+  std::string bad_request_;  // the last malformed stop request said (poll_mu_)
+  int64_t last_stop_check_us_ = 0;  // poll_mu_
+  std::atomic<bool> closed_{false};
 };
 
 }  // namespace trainscope

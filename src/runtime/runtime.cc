@@ -137,7 +137,8 @@ StopSource TrainingRuntime::stop_source() const {
 }
 
 bool TrainingRuntime::PollStop(int64_t step, std::string* reason) {
-  if (!stop_.load(std::memory_order_acquire) && !closed_) {
+  std::unique_lock<std::mutex> poll(poll_mu_, std::defer_lock);
+  if (!stop_.load(std::memory_order_acquire) && !closed_ && poll.try_lock()) {
     int64_t now = NowMicros();
     if (now - last_stop_check_us_ >= options_.stop_check_interval_ms * 1000) {
       last_stop_check_us_ = now;
@@ -154,8 +155,7 @@ bool TrainingRuntime::PollStop(int64_t step, std::string* reason) {
     }
   }
   if (!stop_.load(std::memory_order_acquire)) return false;
-  if (reason != nullptr && !stop_reported_) *reason = stop_reason();
-  stop_reported_ = true;
+  if (!stop_reported_.exchange(true) && reason != nullptr) *reason = stop_reason();
   return true;
 }
 
