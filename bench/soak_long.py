@@ -12,7 +12,8 @@ the run back and checks:
   drops      the writer dropped nothing (records_dropped, bytes_dropped, io_errors all 0),
              the hook counted no internal error, the rule runner no failed or dropped action,
              and the reader found no damage
-  rss        after the warm-up (--warmup-frac of the steps), resident memory stays within
+  rss        after the warm-up (--warmup-frac of the steps, and at least the system monitor's
+             first WARMUP_MIN_S seconds), resident memory stays within
              --rss-tolerance-mb of its value at the end of the warm-up
   fds        the number of open descriptors after the warm-up never changes
 
@@ -123,10 +124,10 @@ def train(run_dir: str, steps: int, sample_every: int, log_every: int):
             "rule_statuses": {k: v.get("status") for k, v in hook.rule_statuses().items()},
             "action_stats": None, "rule_runner_error": None,
         }
-        runner = getattr(hook, "_rule_runner", None)
-        if runner is not None:
-            summary["action_stats"] = dict(runner.action_stats())
-            summary["rule_runner_error"] = runner.last_error() or None
+        runtime = getattr(hook, "_runtime", None)  # the core runtime runs the hook's rules
+        if runtime is not None and runtime.has_rules:
+            summary["action_stats"] = dict(runtime.action_stats())
+            summary["rule_runner_error"] = runtime.rule_runner_error() or None
     summary["train_s"] = time.monotonic() - t0
     # After close: the run's steps are the training's (the loader ended the loop).
     summary["steps"] = hook.step_count
@@ -163,6 +164,9 @@ def read_back(run_dir: str, steps: int) -> dict:
     }
 
 
+WARMUP_MIN_S = 1.5  # three samples of the system monitor (500 ms)
+
+
 def verdicts(samples, summary, back, steps, warmup_frac, rss_tol_mb, check_rss):
     out = []
 
@@ -183,7 +187,12 @@ def verdicts(samples, summary, back, steps, warmup_frac, rss_tol_mb, check_rss):
         "undecodable_records": back["undecodable_records"]}.items() if v}
     check("drops", not dropped and back["records_dropped"] is not None,
           "none" if not dropped else json.dumps(dropped))
-    warm_i = next(i for i, s in enumerate(samples) if s["step"] >= warmup_frac * steps)
+    # The warm-up also spans the system monitor's first samples: its descriptor cache
+    # (src/sysmon/proc_file.h) opens the process tree's /proc files at the first sample and
+    # keeps them, so a short run that is fast would otherwise see that as growth.
+    warm_i = next((i for i, s in enumerate(samples)
+                   if s["step"] >= warmup_frac * steps and s["t_s"] >= WARMUP_MIN_S),
+                  len(samples) - 1)
     after = samples[warm_i:]
     base = after[0]["rss"]
     growth = max(s["rss"] for s in after) - base

@@ -97,6 +97,8 @@ class TrainingRuntime {
   // The rules' current statuses, every runner's (in the order they were started); after
   // Close(), their final ones.
   std::vector<RuleStatusInfo> RuleStatuses() const;
+  // The runners StartRules started (their action counters and errors, for diagnostics).
+  const std::vector<std::unique_ptr<RuleRunner>>& rule_runners() const { return rules_; }
 
   // True once a stop was requested: a rule's stop_training action (an atomic load) or a
   // well-formed control/stop.json (looked at most every stop_check_interval_ms). *reason gets

@@ -165,6 +165,35 @@ void InitRuntime(py::module_& m) {
              for (const auto& s : v) out.append(RuleStatusToDict(s));
              return out;
            })
+      .def("action_stats",
+           [](PyRuntime& r) {
+             ActionStats t;
+             for (const auto& runner : r.get().rule_runners()) {
+               ActionStats s = runner->action_stats();
+               t.queued += s.queued;
+               t.done += s.done;
+               t.failed += s.failed;
+               t.dropped += s.dropped;
+               t.rate_limited += s.rate_limited;
+             }
+             py::dict d;
+             d["queued"] = t.queued;
+             d["done"] = t.done;
+             d["failed"] = t.failed;
+             d["dropped"] = t.dropped;
+             d["rate_limited"] = t.rate_limited;
+             return d;
+           },
+           "Every rule runner's actions summed: queued, done, failed, dropped, rate_limited.")
+      .def("rule_runner_error",
+           [](PyRuntime& r) {
+             for (const auto& runner : r.get().rule_runners()) {
+               std::string e = runner->last_error();
+               if (!e.empty()) return e;
+             }
+             return std::string();
+           },
+           "The first rule runner's last error ('' when none).")
       .def("take_rollbacks", [](PyRuntime& r) { return r.rollbacks->Take(); },
            "Rollback actions the rules dispatched since the last call (oldest first): the "
            "firing events, each with its action's parameters as JSON (action_json).")

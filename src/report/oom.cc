@@ -28,14 +28,26 @@ std::string Bytes(double b) {
 }
 
 // (wall_us, value) of `metric` over every stream's samples in [from, to], by time.
+// The samples are columns (what LoadRunData keeps) or, in a RunData built by hand, records.
 std::vector<std::pair<int64_t, double>> Curve(const RunData& d, const std::string& metric,
                                               int64_t from, int64_t to) {
   std::vector<std::pair<int64_t, double>> out;
-  for (const auto& [stream, samples] : d.system) {
-    for (const auto& s : samples) {
-      if (s.wall_us < from || s.wall_us > to) continue;
-      for (const auto& [name, v] : s.metrics) {
-        if (name == metric && std::isfinite(v)) out.emplace_back(s.wall_us, v);
+  auto add = [&](int64_t wall_us, double v) {
+    if (wall_us >= from && wall_us <= to && std::isfinite(v)) out.emplace_back(wall_us, v);
+  };
+  for (const auto& [stream, c] : d.system_columns) {
+    auto col = c.cols.find(metric);
+    if (col == c.cols.end()) continue;
+    for (size_t i = 0; i < c.wall_us.size() && i < col->second.size(); ++i) {
+      add(c.wall_us[i], col->second[i]);
+    }
+  }
+  if (d.system_columns.empty()) {
+    for (const auto& [stream, samples] : d.system) {
+      for (const auto& s : samples) {
+        for (const auto& [name, v] : s.metrics) {
+          if (name == metric) add(s.wall_us, v);
+        }
       }
     }
   }

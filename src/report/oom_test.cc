@@ -81,6 +81,26 @@ TEST(OomFinding, AKilledTrainingIsACriticalFindingWithItsMemoryCurve) {
   EXPECT_TRUE(a.cost.first_finding_rule.empty());
 }
 
+// LoadRunData keeps the samples as columns, not records: the finding reads those the same.
+TEST(OomFinding, TheCurveIsReadFromSystemColumnsAsLoadRunDataKeepsThem) {
+  RunData d = OomRun(true);
+  for (auto& [node, samples] : d.system) {
+    SystemColumns& c = d.system_columns[node];
+    for (const auto& r : samples) c.Add(r);
+    c.Finish();
+  }
+  d.system.clear();
+  RunAnalysis a = Analyze(d, CostInput{});
+  ASSERT_FALSE(a.findings.empty());
+  const Finding& f = a.findings.front();
+  EXPECT_EQ(f.rule, "oom_killed");
+  EXPECT_NE(f.evidence.find("training processes' memory (RSS) 150 MiB -> 510 MiB over the "
+                            "last 180 s before the kill, peak 510 MiB"),
+            std::string::npos)
+      << f.evidence;
+  EXPECT_DOUBLE_EQ(f.threshold, 512 * kMiB);
+}
+
 TEST(OomFinding, ANormalExitGivesNoneAndAKillWithoutSamplesStillDoes) {
   RunAnalysis ok = Analyze(OomRun(false), CostInput{});
   for (const auto& f : ok.findings) EXPECT_NE(f.rule, "oom_killed");

@@ -32,14 +32,14 @@ def _env(**extra):
 # ---- the soak, short ---------------------------------------------------------------------------
 def test_short_soak_keeps_every_step_drops_nothing_and_leaks_no_descriptor(tmp_path):
     out = tmp_path / "soak.json"
-    p = subprocess.run([PY, os.path.join(ROOT, "bench", "soak_long.py"), "6000",
+    p = subprocess.run([PY, os.path.join(ROOT, "bench", "soak_long.py"), "12000",
                         "--sample-every", "200", "--no-rss-check", "--quiet", "--json", str(out)],
                        env=_env(), capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     r = json.loads(out.read_text())
     checks = {c["check"]: c for c in r["checks"]}
     assert checks["steps"]["ok"] and checks["drops"]["ok"] and checks["fds"]["ok"], checks
-    assert r["read_back"]["steps_recorded"] == 6000
+    assert r["read_back"]["steps_recorded"] == 12000
     assert r["read_back"]["records_dropped"] == 0 and r["read_back"]["io_errors"] == 0
     assert r["read_back"]["system_samples"] > 0  # the system monitor ran
     assert r["summary"]["action_stats"] is not None  # the default rules ran in-process
