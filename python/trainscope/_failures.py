@@ -50,6 +50,12 @@ class FailureLog:
         except Exception:
             pass
 
+    def degraded(self, where: str) -> None:
+        """Notes a place that works degraded for a known, non-bug reason (an unwritable run
+        directory): listed in ``by_place`` like an error, not counted towards ``max_errors``,
+        nothing logged or recorded here (the caller says it once)."""
+        self.by_place[where] = self.by_place.get(where, 0) + 1
+
     def warn_once(self, key: str, message: str) -> None:
         """Logs `message` and records it as a storage_warning event, the first time for `key`."""
         if key in self._warned:

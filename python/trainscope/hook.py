@@ -246,7 +246,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             self._saving = False
             if isinstance(e, OSError):  # a read-only or full disk, no permission: not a bug
                 self._unwritable = str(e)
-                self._failures.by_place["unwritable run directory"] = 1
+                self._failures.degraded("unwritable run directory")
                 log.warning("trainscope: cannot write the run directory %s (%s); the training "
                             "continues unrecorded, its records are dropped and counted "
                             "(hook.writer_stats())", self.out_dir, e)
