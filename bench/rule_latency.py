@@ -1,8 +1,9 @@
 """How late an in-process rule's stop reaches the training loop (docs/performance.md).
 
-1. Core: records handed to the core (PyWriter.commit(), what the hook's committer does) ->
-   RuleRunner (woken by the writer's flush listener) -> stop_training -> the flag
-   hook.should_stop reads. Measured per trial with a fresh run; prints p50/p95/max in ms.
+1. Core: records handed to the core -> exploding_tensor fires -> stop_training -> the flag
+   hook.should_stop reads, in four set-ups (TOPOLOGIES, core_latency's docstring): the hook's
+   committer (writes and evaluates on its own thread) or the writer's and rules' threads,
+   with the polling thread spinning or every core busy. Prints p50/p95/max in ms.
 2. Hook, NaN loss: a fast loop (tiny MLP) whose loss turns NaN at step K with exploding_tensor
    + stop_training; prints the step at which should_stop became True and the ms from the
    criterion call to it.
@@ -24,16 +25,45 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def core_latency(trials):
+TOPOLOGIES = {
+    # name: (who commits, what the polling thread does between checks)
+    "hook": ("committer", "spin"),
+    "hook, cores busy": ("committer", "matmul"),
+    "writer+rules threads": ("self", "spin"),
+    "writer+rules threads, cores busy": ("self", "matmul"),
+}
+
+
+def core_latency(trials, topology="hook"):
+    """Records handed to the core -> the runtime's stop flag (exploding_tensor + stop_training
+    on a NaN loss), through the hook's own objects (_core.Runtime, start_rules, a staging
+    writer that flushes on commit). Per trial a fresh run; returns the latencies in ms.
+
+    "committer": another thread hands the burst over with Runtime.commit_and_evaluate(), as
+    the hook's committer does (it writes and evaluates the rules itself). "self": the polling
+    thread calls writer.commit(), and the writer's and the rules' threads are woken (the path
+    the C++ Session and a Python run without a committer take). Between checks the polling
+    thread spins on stop_requested(), or runs a 2-thread matmul of ~0.5 ms (every core busy,
+    as in training: each thread wake-up then waits for a core's time slice).
+    """
+    import threading
     from trainscope import _core
+    who, load = TOPOLOGIES[topology]
+    work = None
+    if load == "matmul":
+        import torch
+        torch.set_num_threads(2)
+        a = torch.randn(256, 256)
+        work = lambda: a @ a  # noqa: E731
     cfg = json.dumps({"rules": [{"name": "exploding_tensor", "actions": ["stop_training"]}]})
     out = []
     for i in range(trials):
         d = tempfile.mkdtemp(prefix="ts-lat-")
-        w = _core.Writer(d, "worker-0", flush_interval_ms=20)
+        rt = _core.Runtime(d, "worker-0", writer_options={"flush_interval_ms": 20})
+        w = rt.writer
         w.staging = True
         w.flush_on_commit = True
-        r = _core.RuleRunner(d, cfg, w, streams=["worker-0"], poll_ms=20, wake_on_write=True)
+        rt.start_rules(cfg, poll_ms=20)
         for s in range(5):  # some healthy steps first
             now = int(time.time() * 1e6)
             w.add_scalar("losses/loss", s, 0, s, 1.0)
@@ -43,14 +73,32 @@ def core_latency(trials):
         now = int(time.time() * 1e6)
         w.add_scalar("losses/loss", 5, 0, 5, math.nan)
         w.add_step(5, 0, 5, now, now + 10)
-        t0 = time.perf_counter()
-        w.commit()
-        while not r.stop_requested():
-            if time.perf_counter() - t0 > 5:
+        t0 = [None]
+        th = None
+        if who == "committer":
+            go = threading.Event()
+
+            def committer():  # waits like the hook's (on its 20 ms timer), then commits
+                go.wait()
+                t0[0] = time.perf_counter()
+                rt.commit_and_evaluate()
+
+            th = threading.Thread(target=committer)
+            th.start()
+            time.sleep(0.005)  # the committer is waiting
+            go.set()
+        else:
+            t0[0] = time.perf_counter()
+            w.commit()
+        while not rt.stop_requested():
+            if work is not None:
+                work()
+            if t0[0] is not None and time.perf_counter() - t0[0] > 5:
                 break
-        out.append((time.perf_counter() - t0) * 1e3)
-        r.stop()
-        w.close()
+        out.append((time.perf_counter() - t0[0]) * 1e3)
+        if th is not None:
+            th.join()
+        rt.close()
     return out
 
 
@@ -112,9 +160,10 @@ def hook_other(k=300):
 
 def main():
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 100
-    lat = core_latency(trials)
-    print(f"core commit -> stop flag, {trials} trials: p50 {pct(lat, 50):.2f} ms, "
-          f"p95 {pct(lat, 95):.2f} ms, max {max(lat):.2f} ms")
+    for topology in TOPOLOGIES:
+        lat = core_latency(trials, topology)
+        print(f"core commit -> stop flag ({topology}), {trials} trials: p50 "
+              f"{pct(lat, 50):.2f} ms, p95 {pct(lat, 95):.2f} ms, max {max(lat):.2f} ms")
     for _ in range(3):
         steps, ms = hook_nan()
         print(f"hook NaN loss: stopped {steps} steps after the NaN step, "

@@ -269,6 +269,10 @@ class LogRateLimiter;  // src/util/rate_limited_log.h
 struct ActionDispatcherOptions {
   size_t queue_max = 64;           // pending actions; more are dropped (counted)
   StopTrainingFn stop_training;    // what stop_training does; nullptr: the action logs an error
+  // stop_training only sets a flag (in-process: never blocks, no I/O): run it inside
+  // Dispatch, on the rules thread, so that a stop does not wait for this dispatcher's thread
+  // to be scheduled (a wake-up that costs milliseconds when the training holds the cores).
+  bool stop_training_inline = false;
   RollbackFn rollback;             // the rollback executor; nullptr: the action fails (logged)
   std::function<int64_t()> clock;  // µs; default NowMicros
   // A failing action (webhook, exec...) is logged at its first failure, then at most once per
@@ -398,7 +402,9 @@ struct RuleRunnerOptions {
   std::string run_dir;
   std::vector<RuleConfig> rules;
   RuleEventSink sink;            // required: Writer::AddRuleEvent in the hook, a Writer in watch
-  StopTrainingFn stop_training;  // nullptr: RequestStop(run_dir, message, requested_by)
+  // nullptr: RequestStop(run_dir, message, requested_by) on the action thread. A caller's
+  // function runs on the rules thread the moment the rule fires: it must only set a flag.
+  StopTrainingFn stop_training;
   RollbackFn rollback;           // nullptr: a rollback action fails (no state to restore here)
   std::string requested_by = "rules";
   int64_t poll_ms = 100;
@@ -423,6 +429,13 @@ class RuleRunner {
   // New data was written (the Writer's flush listener in-process): refresh now rather than at
   // the next poll. Cheap, never blocks on the runner's work; any thread.
   void Wake();
+  // Reads and evaluates what is new on the calling thread, now (after a cycle that is running,
+  // if one is): when it returns, every record written before the call was evaluated and its
+  // actions dispatched. For a thread that has just written the records (the hook's committer
+  // after Writer::WriteNow): no thread wake-up between the records and a stop. False, doing
+  // nothing, once the runner stopped or finished. Custom rules may take the GIL: call it
+  // without holding it.
+  bool CycleNow();
   // Blocks until the run ended and final statuses were emitted, or timeout_ms passed (-1:
   // forever). Returns true when finished.
   bool WaitFinished(int64_t timeout_ms = -1);
@@ -439,6 +452,9 @@ class RuleRunner {
   RuleRunnerOptions options_;
   std::unique_ptr<ActionDispatcher> actions_;
   std::unique_ptr<RuleEngine> engine_;
+  // Held while a cycle runs (the runner's thread or CycleNow's caller): engine_, the source
+  // and opened_ are theirs. Before mu_ when both are taken.
+  std::mutex cycle_mu_;
   bool opened_ = false;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -94,6 +94,12 @@ class TrainingRuntime {
   // keeps going without rules when they cannot start calls this after Open. InvalidArgument for
   // a bad configuration. Called by the front end thread before other threads use the runtime.
   Status StartRules(RuntimeRuleSet rules);
+  // Writes what the writer holds and evaluates the in-process rules on it, both on the calling
+  // thread (Writer::WriteNow, RuleRunner::CycleNow). A front end's committer thread calls this
+  // after handing a burst over: a firing's stop is set before it returns, with no thread
+  // wake-up in between. Never on the training thread (it does the I/O and the rules' work).
+  // Without the GIL in Python.
+  void WriteAndEvaluateNow();
   // The rules' current statuses, every runner's (in the order they were started); after
   // Close(), their final ones.
   std::vector<RuleStatusInfo> RuleStatuses() const;

@@ -70,7 +70,13 @@ class Writer {
   // Asks the writer thread to write out everything added so far, without waiting (a commit of
   // a burst of records whose reader wants them now, e.g. in-process rules).
   void FlushAsync();
-  // Called on the writer thread after each write that put bytes into a segment (nullptr: none).
+  // Encodes and writes everything added so far on the calling thread, and runs the flush
+  // listener there, without waking the writer thread: one thread wake-up less between a
+  // commit and its reader (the hook's committer thread, with in-process rules). Never on the
+  // training thread. True when it put bytes into a segment (nothing once Close() has begun).
+  bool WriteNow();
+  // Called after each write that put bytes into a segment, on the writer thread or in WriteNow
+  // (nullptr: none).
   // Must be cheap and must not call back into this Writer. Once SetFlushListener returns, the
   // previous listener is not running and will not be called again.
   void SetFlushListener(std::function<void()> listener);

@@ -126,6 +126,17 @@ void InitRuntime(py::module_& m) {
           "stop_source", [](PyRuntime& r) { return StopSourceName(r.get().stop_source()); },
           "'' until a stop is requested; then 'rule', 'control' (control/stop.json) or "
           "'request' (request_stop).")
+      .def(
+          "commit_and_evaluate",
+          [](PyRuntime& r) {
+            TrainingRuntime& rt = r.get();
+            py::gil_scoped_release release;
+            r.writer->Commit(/*wake_writer=*/false);
+            rt.WriteAndEvaluateNow();
+          },
+          "The committer thread's commit with in-process rules: hands the staged records over, "
+          "writes them and evaluates the rules on them on this thread (GIL released), so that a "
+          "firing's stop is set when it returns. Never on the training thread.")
       .def("stop_requested", [](PyRuntime& r) { return r.get().stop_requested(); },
            "True once a stop was requested (an atomic load; poll_stop says why).")
       .def_property_readonly("has_rules", [](PyRuntime& r) { return r.get().has_rules(); })

@@ -51,7 +51,7 @@ bool PyWriter::Put(Staged r, size_t bytes) {
   return AddTo(w, std::move(r));
 }
 
-size_t PyWriter::Commit() {
+size_t PyWriter::Commit(bool wake_writer) {
   std::vector<Staged> batch;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -61,7 +61,7 @@ size_t PyWriter::Commit() {
   if (!writer) return 0;
   size_t ok = 0;
   for (auto& r : batch) ok += AddTo(*writer, std::move(r)) ? 1 : 0;
-  if (flush_on_commit && !batch.empty()) writer->FlushAsync();
+  if (wake_writer && flush_on_commit && !batch.empty()) writer->FlushAsync();
   return ok;
 }
 

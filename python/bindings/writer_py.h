@@ -35,7 +35,10 @@ struct PyWriter {
   Writer& get() const;  // throws ValueError once closed
   // Stages (staging on) or adds the record. Returns what Add* returned (true when staged).
   bool Put(Staged r, size_t bytes = 0);
-  size_t Commit();  // hands staged records to the Writer; returns how many were accepted
+  // Hands staged records to the Writer; returns how many were accepted. With flush_on_commit
+  // it wakes the writer thread to write them at once, unless wake_writer is false (the caller
+  // writes them itself: TrainingRuntime::WriteAndEvaluateNow).
+  size_t Commit(bool wake_writer = true);
 };
 
 }  // namespace trainscope::pyb

@@ -131,12 +131,20 @@ class Saving:
     # core in bursts (at the commit cadence, before other records, at flush/close): one
     # burst runs with warm caches, where one call per step found them cold after the
     # model's forward and backward and cost several times more. Training thread only.
+    # With in-process built-in rules (flush_on_commit) the committer also writes the burst and
+    # evaluates the rules on it itself (Runtime.commit_and_evaluate): a firing's stop is set
+    # before it returns, with no wake-up of the writer's or the rules' thread in between, each
+    # of which waits for a core's time slice (milliseconds) when the training holds them all.
     def _commit_loop(self) -> None:
         w = self._writer
+        rt = self._runtime
         try:
             while not self._committer_stop.wait(self._commit_interval_s):
                 try:
-                    w.commit()  # releases the GIL
+                    if rt is not None and w.flush_on_commit:
+                        rt.commit_and_evaluate()  # releases the GIL
+                    else:
+                        w.commit()  # releases the GIL
                 except Exception:
                     return
                 self._poll_stop()  # a rule's stop action, `trainscope stop`, the dashboard

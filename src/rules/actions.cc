@@ -58,7 +58,7 @@ bool ActionDispatcher::Dispatch(const RuleEventRecord& event, const ActionSpec& 
       action.min_interval_s < 0 ? DefaultMinInterval(action.type) : action.min_interval_s;
   std::string key = event.rule + "#" + std::to_string(action_index);
   int64_t now = options_.clock();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (stop_) return false;
   auto it = last_run_us_.find(key);
   if (it != last_run_us_.end() && min_interval > 0 &&
@@ -71,6 +71,14 @@ bool ActionDispatcher::Dispatch(const RuleEventRecord& event, const ActionSpec& 
     return false;
   }
   last_run_us_[key] = now;
+  if (action.type == ActionType::kStopTraining && options_.stop_training_inline &&
+      options_.stop_training) {
+    stats_.queued++;
+    stats_.done++;
+    lock.unlock();
+    options_.stop_training(event);  // a flag: cheap, and the most urgent action
+    return true;
+  }
   queue_.push_back(Item{event, action});
   stats_.queued++;
   cv_.notify_all();

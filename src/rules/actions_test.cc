@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -176,6 +177,42 @@ TEST(ActionDispatcher, RateLimitAndBoundedQueue) {
   release.set_value();
   d.Drain();
   EXPECT_EQ(static_cast<uint64_t>(stops), d.stats().done);
+}
+
+// An in-process stop flag is set inside Dispatch, on the rules thread: neither a wake-up of
+// the action thread nor a slow action queued before it (a webhook, a command) delays it.
+TEST(ActionDispatcher, InlineStopIsSetBeforeDispatchReturnsEvenBehindASlowAction) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> stopped{false};
+  std::thread::id stop_thread;
+  ActionDispatcherOptions o;
+  o.stop_training_inline = true;
+  o.stop_training = [&](const RuleEventRecord&) {
+    stop_thread = std::this_thread::get_id();
+    stopped = true;
+  };
+  o.rollback = [&](const RuleEventRecord&, const ActionSpec&) {
+    released.wait();  // the action thread is busy until released
+    return Status::OK();
+  };
+  ActionDispatcher d(o);
+  ActionSpec slow;
+  slow.type = ActionType::kRollback;
+  slow.min_interval_s = 0;
+  ASSERT_TRUE(d.Dispatch(Event(), slow, 0));
+  ActionSpec stop;
+  stop.type = ActionType::kStopTraining;
+  stop.min_interval_s = 10;
+  ASSERT_TRUE(d.Dispatch(Event(), stop, 1));
+  EXPECT_TRUE(stopped.load());
+  EXPECT_EQ(stop_thread, std::this_thread::get_id());
+  EXPECT_FALSE(d.Dispatch(Event(), stop, 1));  // the rate limit still applies
+  EXPECT_EQ(d.stats().rate_limited, 1u);
+  release.set_value();
+  d.Drain();
+  EXPECT_EQ(d.stats().done, 2u);
+  EXPECT_EQ(d.stats().queued, 2u);
 }
 
 TEST(ActionDispatcher, FailuresAreLoggedWithARateLimitNotOnlyOnce) {

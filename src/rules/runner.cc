@@ -14,6 +14,9 @@ Result<std::unique_ptr<RuleRunner>> RuleRunner::Start(RuleRunnerOptions options)
   ActionDispatcherOptions ao;
   ao.clock = options.clock;
   ao.stop_training = options.stop_training;
+  // A caller's stop_training is the in-process flag (the runtime's, the Python runner's); the
+  // default below writes the control file and stays on the dispatcher's thread.
+  ao.stop_training_inline = static_cast<bool>(options.stop_training);
   ao.rollback = options.rollback;
   if (!ao.stop_training) {
     std::string dir = options.run_dir, by = options.requested_by;
@@ -80,7 +83,11 @@ void RuleRunner::Cycle(bool final_cycle) {
 
 void RuleRunner::Loop() {
   while (true) {
-    Cycle(false);
+    {
+      std::lock_guard<std::mutex> cycle(cycle_mu_);
+      if (finished()) break;  // a CycleNow finished it
+      Cycle(false);
+    }
     std::unique_lock<std::mutex> lock(mu_);
     if (finished_) break;
     cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms),
@@ -89,7 +96,10 @@ void RuleRunner::Loop() {
     if (stop_) {
       bool finish = finish_on_stop_;
       lock.unlock();
-      if (finish) Cycle(true);
+      if (finish) {
+        std::lock_guard<std::mutex> cycle(cycle_mu_);
+        if (!finished()) Cycle(true);
+      }
       break;
     }
   }
@@ -101,6 +111,19 @@ void RuleRunner::Wake() {
     woken_ = true;
   }
   cv_.notify_all();
+}
+
+bool RuleRunner::CycleNow() {
+  std::lock_guard<std::mutex> cycle(cycle_mu_);  // after a cycle that runs now
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || finished_ || joined_) return false;
+    // This cycle reads everything written before it: a wake-up that came before it is
+    // served. One that comes during it stays set for the runner's thread.
+    woken_ = false;
+  }
+  Cycle(false);
+  return true;
 }
 
 void RuleRunner::Stop(bool finish) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include "trainscope/reader.h"
 #include "trainscope/rules.h"
@@ -128,6 +129,37 @@ TEST_F(RunnerTest, WriterFlushWakesTheRunner) {
   EXPECT_EQ(fired[0].step, 0);
   w->SetFlushListener(nullptr);
   r->Stop();
+  ASSERT_TRUE(w->Close().ok());
+}
+
+// CycleNow evaluates at once on the caller's thread: with a poll of a minute and no flush
+// listener, the firing and its in-process stop are there when it returns; after Stop it does
+// nothing.
+TEST_F(RunnerTest, CycleNowEvaluatesOnTheCallersThreadAtOnce) {
+  auto w = OpenWriter("worker-0");
+  ASSERT_NE(w, nullptr);
+  RuleRunnerOptions o = Options("exploding_tensor");
+  ActionSpec stop;
+  stop.type = ActionType::kStopTraining;
+  o.rules[0].actions = {stop};
+  o.poll_ms = 60'000;
+  std::atomic<int> stops{0};
+  o.stop_training = [&](const RuleEventRecord&) { stops++; };
+  auto r = RuleRunner::Start(std::move(o));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE((*r)->CycleNow());  // opens the run if the thread has not yet
+  for (int64_t s = 0; s < 5; ++s) {
+    int64_t now = NowMicros();
+    w->AddScalar({"losses/loss", s, Mode::kTrain, s, s < 4 ? 1.0 : NAN, now});
+    w->AddStep({s, Mode::kTrain, s, now, now + 10, -1, -1, -1, -1});  // the step ended
+  }
+  w->Flush();
+  EXPECT_TRUE((*r)->CycleNow());
+  EXPECT_EQ(stops.load(), 1);  // (the runner's own first cycle may have been the one)
+  ASSERT_EQ(Events(RuleStatus::kIssuesFound).size(), 1u);
+  EXPECT_EQ(Events(RuleStatus::kIssuesFound)[0].step, 4);
+  (*r)->Stop(true);
+  EXPECT_FALSE((*r)->CycleNow());
   ASSERT_TRUE(w->Close().ok());
 }
 

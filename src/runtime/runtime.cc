@@ -103,6 +103,13 @@ Status TrainingRuntime::StartRules(RuntimeRuleSet set) {
 #endif
 }
 
+void TrainingRuntime::WriteAndEvaluateNow() {
+  if (closed_ || !writer_->WriteNow()) return;
+#ifdef TS_RUNTIME_HAVE_RULES
+  for (const auto& runner : rules_) runner->CycleNow();
+#endif
+}
+
 std::vector<RuleStatusInfo> TrainingRuntime::RuleStatuses() const {
   std::vector<RuleStatusInfo> out;
 #ifdef TS_RUNTIME_HAVE_RULES

@@ -156,6 +156,48 @@ TEST(TrainingRuntime, RuleSetsStartedAfterOpenStopThroughPollStop) {
   EXPECT_TRUE(fired);
 }
 
+// The committer's path: the records it hands over are written and evaluated on its own
+// thread, so the stop is set when WriteAndEvaluateNow returns. The runners poll once a minute
+// here: nothing else could have evaluated the NaN in time.
+TEST(TrainingRuntime, WriteAndEvaluateNowStopsBeforeItReturns) {
+  testing::TempDir tmp;
+  RuntimeOptions o;
+  o.run_dir = tmp.path();
+  auto rt = TrainingRuntime::Open(o);
+  ASSERT_TRUE(rt.ok());
+  ASSERT_TRUE((*rt)
+                  ->StartRules({R"({"rules":[{"name":"exploding_tensor","actions":["stop_training"]}]})",
+                                {}, false, 60'000})
+                  .ok());
+  Writer* w = (*rt)->writer();
+  for (int64_t s = 0; s < 40; ++s) {
+    ScalarRecord r;
+    r.name = "losses/loss";
+    r.step = r.mode_step = s;
+    r.value = s < 39 ? 1.0 : NAN;
+    r.wall_us = NowMicros();
+    ASSERT_TRUE(w->AddScalar(r));
+    ASSERT_TRUE(w->AddStep({s, r.mode, s, r.wall_us, r.wall_us + 10, -1, -1, -1, -1}));
+    if (s == 20) {  // a healthy burst first: evaluated, nothing fires
+      (*rt)->WriteAndEvaluateNow();
+      EXPECT_FALSE((*rt)->stop_requested());
+    }
+  }
+  (*rt)->WriteAndEvaluateNow();
+  EXPECT_TRUE((*rt)->stop_requested());
+  std::string reason;
+  EXPECT_TRUE((*rt)->PollStop(39, &reason));
+  EXPECT_EQ(reason.rfind("exploding_tensor: ", 0), 0u) << reason;
+  EXPECT_EQ((*rt)->stop_source(), StopSource::kRule);
+  ASSERT_TRUE((*rt)->Close().ok());
+  (*rt)->WriteAndEvaluateNow();  // closed: does nothing
+  auto reader = RunReader::Open(tmp.path());
+  ASSERT_TRUE(reader.ok());
+  std::vector<ScalarRecord> loss = (*reader)->Scalar("losses/loss");
+  ASSERT_EQ(loss.size(), 40u);  // every record once, in order
+  for (size_t i = 0; i < loss.size(); ++i) EXPECT_EQ(loss[i].step, int64_t(i));
+}
+
 TEST(TrainingRuntime, TheStopSourceSaysWhereTheFirstRequestCameFrom) {
   testing::TempDir tmp;
   RuntimeOptions o;

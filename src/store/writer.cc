@@ -143,58 +143,83 @@ class Writer::Impl {
 
   const std::string& dir() const { return dir_; }
 
+  // Encodes and writes everything queued on the calling thread (WriteNow), while the writer
+  // thread stays in charge of ticks, stats and close. True when it wrote bytes.
+  bool WriteNow() {
+    std::lock_guard<std::mutex> io(io_mu_);
+    uint64_t before = bytes_written_.load(std::memory_order_relaxed);
+    Pass(/*write_now=*/true);
+    return bytes_written_.load(std::memory_order_relaxed) != before;
+  }
+
  private:
   // ---- writer thread ----
   void Run() {
-    std::deque<Item> batch;
     for (;;) {
-      bool closing, flush;
-      uint64_t seq;
+      int64_t deadline;
+      {
+        std::lock_guard<std::mutex> io(io_mu_);
+        deadline = NextDeadline();  // a WriteNow in between only makes it early: harmless
+      }
       {
         std::unique_lock<std::mutex> lock(mu_);
         auto pred = [&] {
           return queued_bytes_ >= opt_.flush_bytes || queue_.size() >= opt_.queue_max_records / 2 ||
                  closing_ || flush_requested_ > written_seq_;
         };
-        int64_t deadline = NextDeadline();
         auto tp = std::chrono::steady_clock::now() + std::chrono::microseconds(std::max<int64_t>(
                                                          0, deadline - env_->MonotonicMicros()));
         cv_.wait_until(lock, tp, pred);
-        batch.swap(queue_);
-        queued_bytes_ = 0;
-        seq = enqueued_seq_;
-        closing = closing_;
-        flush = flush_requested_ > written_seq_;
       }
-      for (auto& item : batch) Encode(item);
-      batch.clear();
-      int64_t now = env_->MonotonicMicros();
-      if (now - last_stats_ >= opt_.stats_interval_ms * 1000 && file_) {
-        EncodeStats();
-        last_stats_ = now;
-      }
-      uint64_t written_before = bytes_written_.load(std::memory_order_relaxed);
-      if (closing) {
-        Finish();
-      } else if (flush || buf_.size() >= opt_.flush_bytes ||
-                 now - last_flush_ >= opt_.flush_interval_ms * 1000) {  // also resets the tick
-        WriteOut(opt_.sync_on_flush);
-      }
-      if (bytes_written_.load(std::memory_order_relaxed) != written_before) {
-        std::lock_guard<std::mutex> lock(listener_mu_);
-        if (listener_) listener_();
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (buf_.empty()) written_seq_ = std::max(written_seq_, seq);
-        if (closing && queue_.empty()) {
-          thread_done_ = true;
-          written_seq_ = enqueued_seq_;
-        }
-      }
-      done_cv_.notify_all();
-      if (closing) return;
+      std::lock_guard<std::mutex> io(io_mu_);
+      if (!Pass(/*write_now=*/false)) return;
     }
+  }
+
+  // One pass under io_mu_, on the writer thread or a WriteNow caller: takes the queue (in
+  // order: both take it under io_mu_), encodes it, writes what is due, tells the listener.
+  // Only the writer thread finishes the stream. False when the stream is finished (or, for
+  // WriteNow, closing: Close drains it).
+  bool Pass(bool write_now) {
+    bool closing, flush;
+    uint64_t seq;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (thread_done_ || (write_now && closing_)) return false;
+      batch_.swap(queue_);
+      queued_bytes_ = 0;
+      seq = enqueued_seq_;
+      closing = closing_;
+      flush = write_now || flush_requested_ > written_seq_;
+    }
+    for (auto& item : batch_) Encode(item);
+    batch_.clear();
+    int64_t now = env_->MonotonicMicros();
+    if (now - last_stats_ >= opt_.stats_interval_ms * 1000 && file_) {
+      EncodeStats();
+      last_stats_ = now;
+    }
+    uint64_t written_before = bytes_written_.load(std::memory_order_relaxed);
+    if (closing) {
+      Finish();
+    } else if (flush || buf_.size() >= opt_.flush_bytes ||
+               now - last_flush_ >= opt_.flush_interval_ms * 1000) {  // also resets the tick
+      WriteOut(opt_.sync_on_flush);
+    }
+    if (bytes_written_.load(std::memory_order_relaxed) != written_before) {
+      std::lock_guard<std::mutex> lock(listener_mu_);
+      if (listener_) listener_();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (buf_.empty()) written_seq_ = std::max(written_seq_, seq);
+      if (closing && queue_.empty()) {
+        thread_done_ = true;
+        written_seq_ = enqueued_seq_;
+      }
+    }
+    done_cv_.notify_all();
+    return !closing;
   }
 
   // The thread ticks every flush interval (picking up queued records), and at the stats period.
@@ -489,6 +514,9 @@ class Writer::Impl {
   const std::string dir_;
   std::unique_ptr<FileLock> lock_;  // RUN/<stream>/LOCK, held for the writer's lifetime
 
+  // Held by whoever encodes and writes (the writer thread, a WriteNow caller): everything
+  // under "Writer-thread state" below is theirs. Before mu_ when both are taken.
+  std::mutex io_mu_;
   std::mutex listener_mu_;  // held while the listener runs
   std::function<void()> listener_;
   mutable std::mutex mu_;
@@ -508,7 +536,8 @@ class Writer::Impl {
   std::atomic<uint64_t> records_written_{0}, bytes_written_{0}, records_dropped_{0},
       bytes_dropped_{0}, io_errors_{0};
 
-  // Writer-thread state.
+  // Writer-thread state (io_mu_).
+  std::deque<Item> batch_;
   uint64_t next_seq_;
   std::unique_ptr<WritableFile> file_;
   int64_t base_us_ = 0;
@@ -580,6 +609,7 @@ bool Writer::AddRuleEvent(RuleEventRecord r) { return impl_->Enqueue(std::move(r
 bool Writer::AddEvent(EventRecord r) { return impl_->Enqueue(std::move(r)); }
 void Writer::Flush() { impl_->Flush(); }
 void Writer::FlushAsync() { impl_->FlushAsync(); }
+bool Writer::WriteNow() { return impl_->WriteNow(); }
 void Writer::SetFlushListener(std::function<void()> listener) {
   impl_->SetFlushListener(std::move(listener));
 }

@@ -170,6 +170,41 @@ TEST(WriterReader, ReaderTailsALiveRunWithoutReopening) {
   EXPECT_FALSE(r->StreamLive("worker-0"));
 }
 
+// WriteNow writes on the caller's thread (its listener runs there), interleaved with the
+// writer thread's own flushes and segment rotations and a producer on a third thread: every
+// record is read back once and in order; after Close it writes nothing.
+TEST(WriterReader, WriteNowOnAnotherThreadKeepsEveryRecordInOrder) {
+  TempDir tmp;
+  auto w = OpenWriter({.run_dir = tmp.path(),
+                       .flush_interval_ms = 1,
+                       .flush_bytes = 4096,
+                       .segment_max_records = 3000});
+  std::atomic<int> on_caller{0}, elsewhere{0};
+  std::thread::id caller = std::this_thread::get_id();
+  w->SetFlushListener([&] { (std::this_thread::get_id() == caller ? on_caller : elsewhere)++; });
+  constexpr int kRecords = 20000;
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    for (int s = 0; s < kRecords; ++s) {
+      while (!w->AddScalar(Loss(s, s))) std::this_thread::yield();  // queue full: retry
+    }
+    done = true;
+  });
+  int wrote = 0;
+  while (!done) wrote += w->WriteNow() ? 1 : 0;
+  wrote += w->WriteNow() ? 1 : 0;
+  producer.join();
+  EXPECT_GT(wrote, 0);
+  EXPECT_GT(on_caller.load(), 0);
+  ASSERT_TRUE(w->Close().ok());
+  w->AddScalar(Loss(kRecords, 0));
+  EXPECT_FALSE(w->WriteNow());
+  auto r = OpenReader(tmp.path());
+  std::vector<ScalarRecord> loss = r->Scalar("losses/loss", Mode::kTrain);
+  ASSERT_EQ(loss.size(), size_t{kRecords});
+  for (int s = 0; s < kRecords; ++s) ASSERT_EQ(loss[s].step, s);
+}
+
 // The indexes of a stream's segments; each must be sealed with a readable index.
 std::vector<SegmentIndex> SealedSegmentIndexes(const std::string& stream_dir) {
   std::vector<SegmentIndex> out;
