@@ -169,6 +169,36 @@ def test_rule_runner_is_woken_by_the_writer(run_dir):
         w.close()
 
 
+def test_the_committers_commit_evaluates_the_rules_before_it_returns(run_dir):
+    """The hook's committer path (Runtime.commit_and_evaluate): the records are written and
+    evaluated on the calling thread, so the stop is set when the call returns. The runner polls
+    every 10 minutes here and nothing else could have seen the NaN in time."""
+    rt = _core.Runtime(run_dir, "worker-0")
+    w = rt.writer
+    w.staging = True
+    w.flush_on_commit = True
+    rt.start_rules(json.dumps({"rules": [{"name": "exploding_tensor",
+                                          "actions": ["stop_training"]}]}), poll_ms=600_000)
+    try:
+        for step in range(12):
+            now = int(time.time() * 1e6)
+            w.add_scalar("losses/loss", step, 0, step, 1.0 if step < 11 else math.nan)
+            w.add_step(step, 0, step, now, now + 10, -1, -1, -1, -1)
+            if step == 5:
+                rt.commit_and_evaluate()
+                assert not rt.stop_requested()  # healthy so far
+        assert not rt.stop_requested()  # staged, not yet handed over
+        rt.commit_and_evaluate()
+        assert rt.stop_requested()
+        assert rt.stop_source == "rule"
+        assert rt.poll_stop(11).startswith("exploding_tensor:")
+    finally:
+        rt.close()
+    steps, values = ts.open_run(run_dir).scalar("losses/loss")
+    assert steps.tolist() == list(range(12))  # every record once, in order
+    assert math.isnan(values[-1])
+
+
 # ---- a disk that fills up ---------------------------------------------------------------------------
 @pytest.fixture
 def small_tmpfs(tmp_path):
