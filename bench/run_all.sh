@@ -12,3 +12,6 @@ echo "== report";       BUILD="$b" bash bench/report_bench.sh
 echo "== hook overhead (reference: batch 512, ~1.8 ms steps)"; "$PY" bench/step_overhead.py
 echo "== hook overhead, stress case: batch 64, ~0.5 ms steps"; "$PY" bench/step_overhead.py --batch 64
 echo "== profiler window"; "$PY" bench/profiler_overhead.py
+echo "== rule stop latency (Python hook, C++ Session)"
+PYTHONPATH=python "$PY" bench/rule_latency.py 200
+"$b/bench/session_latency_bench" 100 1000

@@ -15,11 +15,13 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "trainscope/run.h"
@@ -70,6 +72,13 @@ struct RuntimeOptions {
   std::function<void(RuleRunnerOptions*)> configure_rules;
   // control/stop.json is looked at most this often by PollStop() (0: every call).
   int64_t stop_check_interval_ms = 50;
+  // With rules: a committer thread of the runtime's writes the stream and evaluates the rules
+  // (WriteAndEvaluateNow) when NotifyStepEnd() says a step's records are in, and every
+  // rule_commit_interval_ms besides. For a front end without a committer of its own (the C++
+  // Session): a firing reaches PollStop() about a millisecond after its step, not at the
+  // writer's next flush. The Python hook has its own and leaves this off.
+  bool rules_committer = false;
+  int64_t rule_commit_interval_ms = 20;
 };
 
 class TrainingRuntime {
@@ -94,6 +103,10 @@ class TrainingRuntime {
   // keeps going without rules when they cannot start calls this after Open. InvalidArgument for
   // a bad configuration. Called by the front end thread before other threads use the runtime.
   Status StartRules(RuntimeRuleSet rules);
+  // The front end's step ended and its records were added: wakes the runtime's committer
+  // (RuntimeOptions::rules_committer), at most once a millisecond. Cheap (an atomic load when
+  // throttled or without a committer); the training thread calls it.
+  void NotifyStepEnd();
   // Writes what the writer holds and evaluates the in-process rules on it, both on the calling
   // thread (Writer::WriteNow, RuleRunner::CycleNow). A front end's committer thread calls this
   // after handing a burst over: a firing's stop is set before it returns, with no thread
@@ -132,6 +145,9 @@ class TrainingRuntime {
  private:
   TrainingRuntime() = default;
   void StartSampler();
+  void StartCommitter();
+  void StopCommitter();
+  void CommitterLoop();
   void SetStop(const std::string& reason, StopSource source);
 
   RuntimeOptions options_;
@@ -143,7 +159,7 @@ class TrainingRuntime {
   std::string stop_reason_;
   StopSource stop_source_ = StopSource::kNone;
   std::atomic<bool> stop_reported_{false};
-  bool rules_stopped_ = false;
+  std::atomic<bool> rules_stopped_{false};
   // PollStop may be called from more than one thread (the training thread and the hook's
   // committer): the control-file check runs under poll_mu_, skipped by a thread that finds it
   // taken (the other one is looking).
@@ -151,6 +167,14 @@ class TrainingRuntime {
   std::string bad_request_;  // the last malformed stop request said (poll_mu_)
   int64_t last_stop_check_us_ = 0;  // poll_mu_
   std::atomic<bool> closed_{false};
+  // The rules committer (rules_committer): woken by NotifyStepEnd().
+  std::thread committer_;
+  std::atomic<bool> has_committer_{false};
+  std::atomic<int64_t> last_notify_us_{0};  // steady clock
+  std::mutex committer_mu_;
+  std::condition_variable committer_cv_;
+  bool committer_pending_ = false;  // committer_mu_
+  bool committer_stop_ = false;     // committer_mu_
 };
 
 }  // namespace trainscope

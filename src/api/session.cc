@@ -53,6 +53,7 @@ Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
   ro.writer = options.writer;
   ro.system_monitor_interval_ms = options.system_monitor_interval_ms;
   ro.rules_json = options.rules_json;
+  ro.rules_committer = true;  // Step() wakes it: a firing stops within ~1 ms of its step
   ro.stop_check_interval_ms = 50;
   auto rt = TrainingRuntime::Open(std::move(ro));
   if (!rt.ok()) return rt.status();
@@ -160,6 +161,7 @@ void Session::Step() {
   step_start_us_ = now;
   step_.fetch_add(1, std::memory_order_relaxed);
   mode_steps_[static_cast<int>(m)].fetch_add(1, std::memory_order_relaxed);
+  runtime_->NotifyStepEnd();  // the rules see this step now (with rules; at most once a ms)
 }
 
 void Session::RestoreSteps(int64_t global, int64_t train, int64_t eval, int64_t predict) {

@@ -177,5 +177,36 @@ TEST(Session, AnInProcessRuleStopsTheTraining) {
   EXPECT_TRUE(fired);
 }
 
+// The runtime's committer: Step() wakes it, it writes and evaluates at once. The writer here
+// flushes once a minute on its own: only the committer can have the NaN evaluated within the
+// (bounded, not asserted) wait.
+TEST(Session, StepHandsTheRecordsToTheRulesAtOnce) {
+  testing::TempDir tmp;
+  SessionOptions o{.out_dir = tmp.path()};
+  o.writer.flush_interval_ms = 60'000;
+  o.rules_json = R"({"rules":[{"name":"exploding_tensor","actions":["stop_training"]}]})";
+  auto s = Session::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE((*s)->SaveScalar("losses/loss", i < 4 ? 1.0 : NAN));
+    (*s)->Step();
+    Env::Default()->SleepMicros(2000);  // steps of ~2 ms: each one notifies the committer
+  }
+  bool stopped = false;
+  for (int64_t until = NowMicros() + 10'000'000; !stopped && NowMicros() < until;) {
+    stopped = (*s)->ShouldStop();
+    if (!stopped) Env::Default()->SleepMicros(1000);
+  }
+  EXPECT_TRUE(stopped);
+  ASSERT_TRUE((*s)->Close().ok());
+  auto r = RunReader::Open(tmp.path());
+  ASSERT_TRUE(r.ok());
+  int64_t fired_at = -1;
+  for (const auto& e : (*r)->RuleEvents()) {
+    if (e.rule == "exploding_tensor" && e.status == RuleStatus::kIssuesFound) fired_at = e.step;
+  }
+  EXPECT_EQ(fired_at, 4);
+}
+
 }  // namespace
 }  // namespace trainscope

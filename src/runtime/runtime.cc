@@ -1,6 +1,7 @@
 #include "trainscope/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "trainscope/schema.h"
@@ -37,7 +38,57 @@ Result<std::unique_ptr<TrainingRuntime>> TrainingRuntime::Open(RuntimeOptions op
     return rules;
   }
   rt->StartSampler();
+  if (o.rules_committer && rt->has_rules()) rt->StartCommitter();
   return rt;
+}
+
+namespace {
+int64_t SteadyMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void TrainingRuntime::StartCommitter() {
+  committer_ = std::thread([this] { CommitterLoop(); });
+  has_committer_.store(true, std::memory_order_release);
+}
+
+void TrainingRuntime::CommitterLoop() {
+  const auto tick = std::chrono::milliseconds(std::max<int64_t>(1, options_.rule_commit_interval_ms));
+  std::unique_lock<std::mutex> lock(committer_mu_);
+  while (!committer_stop_) {
+    committer_cv_.wait_for(lock, tick, [this] { return committer_pending_ || committer_stop_; });
+    if (committer_stop_) break;
+    committer_pending_ = false;
+    lock.unlock();
+    WriteAndEvaluateNow();
+    lock.lock();
+  }
+}
+
+void TrainingRuntime::NotifyStepEnd() {
+  if (!has_committer_.load(std::memory_order_acquire)) return;
+  int64_t now = SteadyMicros();
+  if (now - last_notify_us_.load(std::memory_order_relaxed) < 1000) return;
+  last_notify_us_.store(now, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(committer_mu_);
+    committer_pending_ = true;
+  }
+  committer_cv_.notify_one();
+}
+
+void TrainingRuntime::StopCommitter() {
+  if (!committer_.joinable()) return;
+  has_committer_.store(false, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(committer_mu_);
+    committer_stop_ = true;
+  }
+  committer_cv_.notify_one();
+  committer_.join();
 }
 
 TrainingRuntime::~TrainingRuntime() { (void)Close(); }
@@ -104,7 +155,7 @@ Status TrainingRuntime::StartRules(RuntimeRuleSet set) {
 }
 
 void TrainingRuntime::WriteAndEvaluateNow() {
-  if (closed_ || !writer_->WriteNow()) return;
+  if (closed_ || rules_stopped_ || !writer_->WriteNow()) return;
 #ifdef TS_RUNTIME_HAVE_RULES
   for (const auto& runner : rules_) runner->CycleNow();
 #endif
@@ -172,6 +223,7 @@ bool TrainingRuntime::Event(const std::string& kind, const std::string& json) {
 }
 
 void TrainingRuntime::StopBackground() {
+  StopCommitter();  // before the rules it drives
   if (!rules_.empty() && !rules_stopped_) {
     rules_stopped_ = true;
     writer_->Flush();
