@@ -54,8 +54,12 @@ class RecordVisitor {
 // rule events and writer statistics still answer. Memory then grows with the run's names, the
 // ranges of its steps (kept as intervals) and its events, not with its records: how `report`,
 // `watch` and `inspect` read (docs/performance.md, "Many ranks").
+// With keep_events = false too, events and rule events also go only to the visitor (Events()
+// and RuleEvents() answer empty; the end of a stream is still seen): the in-process rules'
+// reader, whose memory then stays flat however long the run and however often a rule reminds.
 struct ReadOptions {
   bool keep_records = true;
+  bool keep_events = true;
   bool streams_only = false;  // find the streams, read no segment (Streams(), StreamLive())
 };
 

@@ -35,9 +35,9 @@ struct WriterOptions {
   int64_t segment_max_seconds = 3600;       // ...or this long
   // ...or this many indexed records: the open segment's index lives in memory (~40 bytes a
   // record) until it is sealed, and small records (a loss and a StepRecord per step) fill
-  // 128 MiB slowly; this keeps it under ~5 MB in the training process (a long run's resident
-  // memory stays flat within a few MB: bench/soak_long.py).
-  size_t segment_max_records = size_t{1} << 17;
+  // 128 MiB slowly; this keeps it under ~2.6 MB in the training process, whose resident
+  // memory then rises and falls by that much with each segment (bench/soak_long.py).
+  size_t segment_max_records = size_t{1} << 16;
   int zstd_level = 1;                 // raw tensors; 0 stores them uncompressed
   size_t raw_chunk_bytes = 4u << 20;  // raw tensors are split into chunks this large
                                       // (1 KiB .. 64 MiB - 4 KiB: a chunk fits in one frame)

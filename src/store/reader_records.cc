@@ -157,6 +157,10 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
       RuleEventRecord r;
       if (!codec::DecodeRuleEvent(payload, &r)) return undecodable();
       bytes_["events"] += frame_bytes;
+      if (!options_.keep_events) {
+        if (visitor_) visitor_->OnRuleEvent(s->name, r);
+        return;
+      }
       s->rule_events.push_back(std::move(r));
       if (visitor_) visitor_->OnRuleEvent(s->name, s->rule_events.back());
       return;
@@ -166,6 +170,10 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
       if (!codec::DecodeEvent(payload, base, &r)) return undecodable();
       bytes_["events"] += frame_bytes;
       if (r.kind == schema::event::kStreamEnd) s->ended = true;
+      if (!options_.keep_events) {
+        if (visitor_) visitor_->OnEvent(s->name, r);
+        return;
+      }
       s->events.push_back(std::move(r));
       if (visitor_) visitor_->OnEvent(s->name, s->events.back());
       return;

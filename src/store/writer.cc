@@ -264,6 +264,9 @@ class Writer::Impl {
     buf_ = EncodeSegmentHeader(h);
     names_.clear();
     index_ = SegmentIndex{};
+    // Room for the whole index at once: no doubling (and copy) of a vector of megabytes as
+    // it fills; pages are only touched as it does.
+    index_.entries.reserve(std::min<size_t>(opt_.segment_max_records, size_t{1} << 16));
     data_records_ = 0;
     (void)wall_us;
     return true;

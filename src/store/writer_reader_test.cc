@@ -338,6 +338,43 @@ TEST(WriterReader, ReaderThatKeepsNoRecordsVisitsThemAndStillAnswersNamesAndStep
   EXPECT_EQ((*listed)->stats().records, 0u);
 }
 
+// keep_events = false (the in-process rules' reader): events and rule events reach the visitor
+// only, and the end of a stream is still seen.
+TEST(WriterReader, ReaderThatKeepsNoEventsVisitsThemAndStillSeesTheStreamEnd) {
+  TempDir tmp;
+  {
+    auto w = OpenWriter({.run_dir = tmp.path()});
+    for (int i = 0; i < 30; ++i) {
+      w->AddEvent({"checkpoint", NowMicros(), "{}"});
+      RuleEventRecord e;
+      e.rule = "dead_loss";
+      e.status = RuleStatus::kIssuesFound;
+      e.step = i;
+      e.wall_us = NowMicros();
+      w->AddRuleEvent(e);
+    }
+    ASSERT_TRUE(w->Close().ok());
+  }
+  struct Seen : RecordVisitor {
+    int events = 0, rule_events = 0;
+    void OnEvent(const std::string&, const EventRecord& e) override {
+      events += e.kind == "checkpoint";
+    }
+    void OnRuleEvent(const std::string&, const RuleEventRecord& e) override {
+      rule_events += e.rule == "dead_loss";
+    }
+  } seen;
+  auto lean = RunReader::Open(tmp.path(), ReadOptions{.keep_records = false, .keep_events = false},
+                              &seen);
+  ASSERT_TRUE(lean.ok()) << lean.status().ToString();
+  EXPECT_EQ(seen.events, 30);
+  EXPECT_EQ(seen.rule_events, 30);
+  EXPECT_TRUE((*lean)->Events().empty());
+  EXPECT_TRUE((*lean)->RuleEvents().empty());
+  EXPECT_TRUE((*lean)->Ended());
+  EXPECT_EQ(OpenReader(tmp.path())->RuleEvents().size(), 30u);  // the default keeps them
+}
+
 TEST(StepKeys, KeepsConsecutiveStepsAsOneIntervalAndFindsEveryKey) {
   StepKeys k;
   for (int64_t s = 0; s < 1000; ++s) EXPECT_TRUE(k.Insert(s, Mode::kTrain));
