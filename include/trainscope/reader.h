@@ -55,11 +55,15 @@ class RecordVisitor {
 // ranges of its steps (kept as intervals) and its events, not with its records: how `report`,
 // `watch` and `inspect` read (docs/performance.md, "Many ranks").
 // With keep_events = false too, events and rule events also go only to the visitor (Events()
-// and RuleEvents() answer empty; the end of a stream is still seen): the in-process rules'
+// and RuleEvents() answer empty; the end of a stream is still seen), and with
+// keep_tensor_steps = false the steps of tensor summaries are not kept (TensorSteps() answers
+// empty and Steps() counts StepRecords and scalars only; the names stay): each save step of a
+// tensor saved at an interval is one more range otherwise. Both off: the in-process rules'
 // reader, whose memory then stays flat however long the run and however often a rule reminds.
 struct ReadOptions {
   bool keep_records = true;
   bool keep_events = true;
+  bool keep_tensor_steps = true;
   bool streams_only = false;  // find the streams, read no segment (Streams(), StreamLive())
 };
 

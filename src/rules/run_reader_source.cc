@@ -10,11 +10,13 @@ class RunReaderSource : public RecordSource {
   explicit RunReaderSource(std::string dir) : dir_(std::move(dir)) {}
   Status Open(RecordVisitor* visitor) override {
     // The engine is fed through the visitor and asks the reader only for raw tensors and
-    // liveness: the reader keeps no records and no events (a rule reminding every 1,000 steps
-    // would otherwise add ~1 KB each), so a long or wide run costs no memory here.
+    // liveness: the reader keeps no records, no events (a rule reminding every 1,000 steps
+    // would otherwise add ~1 KB each) and no tensor step ranges (one per save step and name),
+    // so a long or wide run costs no memory here.
     ReadOptions o;
     o.keep_records = false;
     o.keep_events = false;
+    o.keep_tensor_steps = false;
     auto r = RunReader::Open(dir_, o, visitor);
     if (!r.ok()) return r.status();
     reader_ = std::move(r.value());

@@ -92,7 +92,8 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
         return undecodable();
       bytes_[CollectionOf(r.name)] += frame_bytes;
       ++s->counts.summaries;
-      s->summary_keys[r.name].Insert(r.step, r.mode);
+      StepKeys& keys = s->summary_keys[r.name];  // the name, at least
+      if (options_.keep_tensor_steps) keys.Insert(r.step, r.mode);
       if (visitor_) visitor_->OnSummary(s->name, r);
       if (!options_.keep_records) return;
       s->summary_idx[r.name][{r.step, r.mode}] = s->summaries.size();

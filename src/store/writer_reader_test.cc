@@ -375,6 +375,28 @@ TEST(WriterReader, ReaderThatKeepsNoEventsVisitsThemAndStillSeesTheStreamEnd) {
   EXPECT_EQ(OpenReader(tmp.path())->RuleEvents().size(), 30u);  // the default keeps them
 }
 
+// keep_tensor_steps = false: summaries still reach the visitor and their names stay, their
+// steps are not kept (one range per save step of an interval-saved tensor otherwise).
+TEST(WriterReader, ReaderThatKeepsNoTensorStepsKeepsTheNames) {
+  TempDir tmp;
+  {
+    auto w = OpenWriter({.run_dir = tmp.path()});
+    for (int s = 0; s < 1000; s += 100) w->AddSummary(Grad("gradients/fc.weight", s, 1.0));
+    ASSERT_TRUE(w->Close().ok());
+  }
+  struct Seen : RecordVisitor {
+    int summaries = 0;
+    void OnSummary(const std::string&, const SummaryRecord&) override { ++summaries; }
+  } seen;
+  auto lean = RunReader::Open(tmp.path(),
+                              ReadOptions{.keep_records = false, .keep_tensor_steps = false}, &seen);
+  ASSERT_TRUE(lean.ok()) << lean.status().ToString();
+  EXPECT_EQ(seen.summaries, 10);
+  EXPECT_EQ((*lean)->TensorNames("", "", true), std::vector<std::string>{"gradients/fc.weight"});
+  EXPECT_TRUE((*lean)->TensorSteps("gradients/fc.weight").empty());
+  EXPECT_EQ(OpenReader(tmp.path())->TensorSteps("gradients/fc.weight").size(), 10u);
+}
+
 TEST(StepKeys, KeepsConsecutiveStepsAsOneIntervalAndFindsEveryKey) {
   StepKeys k;
   for (int64_t s = 0; s < 1000; ++s) EXPECT_TRUE(k.Insert(s, Mode::kTrain));
