@@ -287,6 +287,14 @@ struct ActionStats {
   uint64_t failed = 0;
   uint64_t dropped = 0;       // queue full
   uint64_t rate_limited = 0;  // skipped by min_interval_s
+  ActionStats& operator+=(const ActionStats& o) {
+    queued += o.queued;
+    done += o.done;
+    failed += o.failed;
+    dropped += o.dropped;
+    rate_limited += o.rate_limited;
+    return *this;
+  }
 };
 
 // Runs actions on its own thread with a bounded queue, so a slow webhook never blocks rules.

@@ -170,7 +170,7 @@ class TrainingRuntime {
   // The rules committer (rules_committer): woken by NotifyStepEnd().
   std::thread committer_;
   std::atomic<bool> has_committer_{false};
-  std::atomic<int64_t> last_notify_us_{0};  // steady clock
+  std::atomic<int64_t> last_notify_us_{0};  // Env::MonotonicMicros
   std::mutex committer_mu_;
   std::condition_variable committer_cv_;
   bool committer_pending_ = false;  // committer_mu_

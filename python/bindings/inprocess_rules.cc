@@ -2,6 +2,16 @@
 
 namespace trainscope::pyb {
 
+py::dict ActionStatsToDict(const ActionStats& s) {
+  py::dict d;
+  d["queued"] = s.queued;
+  d["done"] = s.done;
+  d["failed"] = s.failed;
+  d["dropped"] = s.dropped;
+  d["rate_limited"] = s.rate_limited;
+  return d;
+}
+
 py::dict RuleStatusToDict(const RuleStatusInfo& s) {
   py::dict d;
   d["rule"] = s.rule;

@@ -31,6 +31,8 @@ struct RollbackQueue {
 
 // A rule's status as the hook and ts.watch give it: {rule, type, status, message, firings, ...}.
 py::dict RuleStatusToDict(const RuleStatusInfo& s);
+// A runner's action counters: {queued, done, failed, dropped, rate_limited}.
+py::dict ActionStatsToDict(const ActionStats& s);
 
 class InProcessRules {
  public:

@@ -213,16 +213,7 @@ void InitRules(py::module_& m) {
              return out;
            })
       .def("action_stats",
-           [](PyRuleRunner& r) {
-             ActionStats s = r.runner->action_stats();
-             py::dict d;
-             d["queued"] = s.queued;
-             d["done"] = s.done;
-             d["failed"] = s.failed;
-             d["dropped"] = s.dropped;
-             d["rate_limited"] = s.rate_limited;
-             return d;
-           })
+           [](PyRuleRunner& r) { return ActionStatsToDict(r.runner->action_stats()); })
       .def("last_error", [](PyRuleRunner& r) { return r.runner->last_error(); })
       .def("custom_rule_errors",
            [](PyRuleRunner& r) { return r.plugins->custom_errors(); })

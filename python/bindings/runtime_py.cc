@@ -179,21 +179,8 @@ void InitRuntime(py::module_& m) {
       .def("action_stats",
            [](PyRuntime& r) {
              ActionStats t;
-             for (const auto& runner : r.get().rule_runners()) {
-               ActionStats s = runner->action_stats();
-               t.queued += s.queued;
-               t.done += s.done;
-               t.failed += s.failed;
-               t.dropped += s.dropped;
-               t.rate_limited += s.rate_limited;
-             }
-             py::dict d;
-             d["queued"] = t.queued;
-             d["done"] = t.done;
-             d["failed"] = t.failed;
-             d["dropped"] = t.dropped;
-             d["rate_limited"] = t.rate_limited;
-             return d;
+             for (const auto& runner : r.get().rule_runners()) t += runner->action_stats();
+             return ActionStatsToDict(t);
            },
            "Every rule runner's actions summed: queued, done, failed, dropped, rate_limited.")
       .def("rule_runner_error",

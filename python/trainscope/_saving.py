@@ -138,13 +138,11 @@ class Saving:
     def _commit_loop(self) -> None:
         w = self._writer
         rt = self._runtime
+        commit = rt.commit_and_evaluate if rt is not None and w.flush_on_commit else w.commit
         try:
             while not self._committer_stop.wait(self._commit_interval_s):
                 try:
-                    if rt is not None and w.flush_on_commit:
-                        rt.commit_and_evaluate()  # releases the GIL
-                    else:
-                        w.commit()  # releases the GIL
+                    commit()  # releases the GIL
                 except Exception:
                     return
                 self._poll_stop()  # a rule's stop action, `trainscope stop`, the dashboard

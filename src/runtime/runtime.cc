@@ -42,14 +42,6 @@ Result<std::unique_ptr<TrainingRuntime>> TrainingRuntime::Open(RuntimeOptions op
   return rt;
 }
 
-namespace {
-int64_t SteadyMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
 void TrainingRuntime::StartCommitter() {
   committer_ = std::thread([this] { CommitterLoop(); });
   has_committer_.store(true, std::memory_order_release);
@@ -70,7 +62,7 @@ void TrainingRuntime::CommitterLoop() {
 
 void TrainingRuntime::NotifyStepEnd() {
   if (!has_committer_.load(std::memory_order_acquire)) return;
-  int64_t now = SteadyMicros();
+  int64_t now = Env::Default()->MonotonicMicros();
   if (now - last_notify_us_.load(std::memory_order_relaxed) < 1000) return;
   last_notify_us_.store(now, std::memory_order_relaxed);
   {
