@@ -95,9 +95,8 @@ std::shared_ptr<PyWriter> OpenWriter(const std::string& run_dir, const std::stri
   return out;
 }
 
-// Computes the statistics of data[i] (counts[i] elements of recs[i].dtype, with buckets[i]
-// histogram buckets, or buckets[0] for all when it has one entry) with the GIL released,
-// completes recs[i] and queues it. Returns how many were queued.
+}  // namespace
+
 size_t SummarizeAndPut(PyWriter& w, std::vector<SummaryRecord>& recs,
                        const std::vector<const void*>& data, const std::vector<size_t>& counts,
                        int64_t step, Mode mode, int64_t mode_step,
@@ -118,8 +117,6 @@ size_t SummarizeAndPut(PyWriter& w, std::vector<SummaryRecord>& recs,
   }
   return ok;
 }
-
-}  // namespace
 
 void InitWriter(py::module_& m) {
   py::class_<PyWriter, std::shared_ptr<PyWriter>>(m, "Writer",

@@ -41,4 +41,13 @@ struct PyWriter {
   size_t Commit(bool wake_writer = true);
 };
 
+// Computes the statistics of data[i] (counts[i] elements of recs[i].dtype, with buckets[i]
+// histogram buckets, or buckets[0] for all when it has one entry) with the GIL released,
+// completes recs[i] and queues it. Returns how many were queued. The writer bindings' summary
+// calls and the step clock's gradient lane (python/stepclock/torch_hooks.cc) use it.
+size_t SummarizeAndPut(PyWriter& w, std::vector<SummaryRecord>& recs,
+                       const std::vector<const void*>& data, const std::vector<size_t>& counts,
+                       int64_t step, Mode mode, int64_t mode_step,
+                       const std::vector<int>& buckets);
+
 }  // namespace trainscope::pyb

@@ -187,7 +187,10 @@ PyObject* ClockNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   c->pending = new std::vector<PyWriter::Staged>();
   c->loss_names = new std::vector<LossSlot>();
   c->grad_seen = new std::vector<char>();
+  c->lane_rows = new std::vector<std::vector<GradRow>>();
+  c->lane_counts = new std::vector<long long>();
   c->amp_found_inf_index = -1;
+  c->repeat_until = -1;
   Py_INCREF(hook);
   c->hook = hook;
   c->auto_step = 1;
@@ -211,6 +214,10 @@ int ClockTraverse(PyObject* self, visitproc visit, void* arg) {
   for (PyObject* d : c->descr) Py_VISIT(d);
   Py_VISIT(c->dev_losses);
   Py_VISIT(c->grads);
+  Py_VISIT(c->lane_rows_obj);
+  Py_VISIT(c->lane_codes);
+  Py_VISIT(c->backward_queue);
+  Py_VISIT(c->backward_end_cb);
   Py_VISIT(c->set_eval_frame);
   Py_VISIT(c->optimizers);
   return 0;
@@ -226,6 +233,10 @@ int ClockClear(PyObject* self) {
   for (PyObject*& d : c->descr) Py_CLEAR(d);
   Py_CLEAR(c->dev_losses);
   Py_CLEAR(c->grads);
+  Py_CLEAR(c->lane_rows_obj);
+  Py_CLEAR(c->lane_codes);
+  Py_CLEAR(c->backward_queue);
+  Py_CLEAR(c->backward_end_cb);
   Py_CLEAR(c->set_eval_frame);
   Py_CLEAR(c->optimizers);
   return 0;
@@ -240,6 +251,8 @@ void ClockDealloc(PyObject* self) {
   delete c->pending;
   delete c->loss_names;
   delete c->grad_seen;
+  delete c->lane_rows;
+  delete c->lane_counts;
   tp->tp_free(self);
   Py_DECREF(tp);
 }
@@ -273,6 +286,11 @@ PyMemberDef kClockMembers[] = {
     TS_MEMBER(self_ns, T_LONGLONG, "with timing: ns spent in the callbacks"),
     TS_MEMBER(slow_calls, T_LONGLONG, "calls into the Python hook"),
     TS_MEMBER(grad_pending, T_LONGLONG, "gradient hooks still to fire this save step"),
+    TS_MEMBER(py_backward, T_BOOL, "Hook._slow_backward_end has work at backward end"),
+    {const_cast<char*>("repeat_until"), T_LONGLONG, offsetof(Clock, repeat_until), READONLY,
+     const_cast<char*>("mode step the repeated save step runs to (-1: none; set_repeat())")},
+    {const_cast<char*>("grad_lane"), T_BOOL, offsetof(Clock, grad_lane), READONLY,
+     const_cast<char*>("the clock summarises this save step's gradients itself (set_grad_lane())")},
     TS_MEMBER(in_compiled, T_BOOL, "the current call into the hook came from torch.compile'd code"),
     TS_MEMBER(forward_done, T_BOOL, "the open step's model forward has returned"),
     TS_MEMBER(compiled_calls, T_LONGLONG, "calls into the hook made under torch.compile"),
@@ -301,6 +319,16 @@ PyMethodDef kClockMethods[] = {
     TS_FAST("grad", Grad, "grad(index, grad): a parameter's gradient hook on save steps"),
     TS_FAST("grad_begin", GradBegin, "grad_begin(pending, parameters)"),
     {"take_grads", TakeGrads, METH_NOARGS, "take_grads() -> [(index, grad)]"},
+    TS_FAST("set_grad_lane", GradLane,
+            "set_grad_lane(rows, codes) or (None): the clock summarises gradients itself"),
+    TS_FAST("set_backward_queue", SetBackwardQueue,
+            "set_backward_queue(torch autograd engine's queue_callback or None)"),
+    TS_FAST("set_repeat", SetRepeat,
+            "set_repeat(mode, until, next, pending) or set_repeat(None): a repeated save step"),
+    {"lane_grads", LaneGradsPy, METH_NOARGS,
+     "lane_grads(): the gradient lane summarises the gradients kept so far"},
+    {"take_lane_counts", TakeLaneCounts, METH_NOARGS,
+     "take_lane_counts() -> [summaries by collection index] or None, since the last call"},
     {"take_dev_losses", TakeDevLosses, METH_NOARGS,
      "take_dev_losses() -> [(loss index, detached loss, step, mode, mode step)]"},
     TS_FAST("open_step", OpenStepPy, "open_step(now_us)"),

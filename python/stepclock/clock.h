@@ -82,6 +82,8 @@ struct Strings {
   PyObject* found_inf;
   PyObject* step_supports_amp_scaling;
   PyObject* grad;
+  PyObject* shape;
+  PyObject* is_contiguous;
 };
 extern Strings S;
 bool InitStrings();
@@ -96,6 +98,15 @@ struct LossSlot {
   int mode = 0;
   double sum = 0;
   long long n = 0;
+};
+
+// One summary the gradient lane writes for a parameter's gradient: the record's name, its
+// histogram buckets and the index of its collection in the plan (Hook._end_save accounts the
+// bytes by collection).
+struct GradRow {
+  std::string name;
+  int buckets = 0;
+  int coll = 0;
 };
 
 struct Clock {
@@ -115,6 +126,27 @@ struct Clock {
   std::vector<char>* grad_seen;            // by parameter index, this save step
   PyObject* grads;                         // [(index, grad)] not yet taken by the hook
   long long grad_pending;                  // gradient hooks still to fire this save step
+  // The gradient lane (set_grad_lane(), torch_hooks.cc): with `grad_lane` on, the clock summarises
+  // the kept gradients itself when the last one arrives, with no call into Python. Rows by
+  // parameter index, parsed from the Python list lane_rows (kept to skip a second parse).
+  std::vector<std::vector<GradRow>>* lane_rows;
+  std::vector<long long>* lane_counts;  // summaries written per collection index, not taken
+  PyObject* lane_rows_obj;
+  PyObject* lane_codes;  // {torch.dtype: DType code} of the dtypes read in place
+  // torch's autograd queue_callback and the clock's BACKWARD_END callback it is given: with the
+  // lane on, the end of backward is the clock's (no Python unless py_backward or gradients the
+  // lane left are kept).
+  PyObject* backward_queue;
+  PyObject* backward_end_cb;
+  // A repeated save step (set_repeat(), Hook._set_repeat): the same plan saves at every mode
+  // step of repeat_mode below repeat_until with no Python work (gradients all by the lane, no
+  // weights, activations or device copies): the clock ends and begins those steps itself, the
+  // gradient hooks staying installed. repeat_until -1: none; repeat_next: the next save at or
+  // after repeat_until; repeat_pending: the plan's gradient hooks.
+  long long repeat_until;
+  long long repeat_next;
+  long long repeat_pending;
+  int repeat_mode;
   // torch._C._dynamo.eval_frame.set_eval_frame, or NULL: see DynamoOff
   PyObject* set_eval_frame;
   PyObject* optimizers;  // [weakref] of the optimizers whose step is an OptStep of this clock
@@ -142,6 +174,9 @@ struct Clock {
   char in_compiled;     // a call into the hook made while a torch.compile'd function runs
   char forward_done;    // the open step's model forward has returned (Hook.state_dict)
   char nonfinite_stop;  // a rule stops on a non-finite loss: tell Hook._slow_nonfinite_loss
+  char grad_lane;       // the gradient lane is on for this save step's plan
+  char py_backward;     // Hook._slow_backward_end has work at backward end (weights queued)
+  char queued_backward_end;  // this save step's backward-end callback is queued
 
   long long next_stop_check_ns;
   long long stop_check_ns;
@@ -229,6 +264,9 @@ PyObject* TakeDevLosses(PyObject* self, PyObject*);
 PyObject* TakeList(PyObject** slot);
 PyObject* PendScalar(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
 PyObject* FlushPending(PyObject* self, PyObject*);
+// Hands the queued step records and losses to the writer (keeping them in step order before a
+// summary). False: a Python error is set.
+bool FlushPendingRecords(Clock* c);
 
 // The stream's crash journal when one is open (PyWriter::journal): each step record and scalar
 // goes there as it is recorded, so a SIGKILL loses at most the open step.
@@ -241,7 +279,16 @@ inline Journal* JournalOf(Clock* c) {
 PyObject* Grad(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
 PyObject* GradBegin(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
 PyObject* TakeGrads(PyObject* self, PyObject*);
+PyObject* GradLane(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+PyObject* TakeLaneCounts(PyObject* self, PyObject*);
+PyObject* LaneGradsPy(PyObject* self, PyObject*);
+PyObject* SetBackwardQueue(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+PyObject* SetRepeat(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+// A save step of the repeat begins (OpenStep) / may end without Python (CloseStep).
+void BeginRepeat(Clock* c);
+bool RepeatCloses(const Clock* c);
 PyObject* MakeCallback(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+PyObject* NewCallback(Clock* c, int kind, PyObject* index);  // a new reference or NULL
 bool InitCallbackType(py::module_& m);  // _core.Callback, inert_hook, _inert
 
 // ---- wrappers (optimizer.cc, loader.cc) --------------------------------------------------------

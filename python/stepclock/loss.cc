@@ -257,20 +257,24 @@ PyObject* PendScalar(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 }
 
 // Hands the queued records to the writer (staged there until its next commit), in order.
-PyObject* FlushPending(PyObject* self, PyObject*) {
-  Clock* c = reinterpret_cast<Clock*>(self);
-  if (c->pending->empty()) Py_RETURN_NONE;
+bool FlushPendingRecords(Clock* c) {
+  if (c->pending->empty()) return true;
   std::vector<PyWriter::Staged> batch;
   batch.swap(*c->pending);
   c->pending->reserve(batch.size());  // no reallocation in the steps until the next flush
   std::shared_ptr<PyWriter> w = *c->writer;
-  if (!w) Py_RETURN_NONE;
+  if (!w) return true;
   try {
     for (auto& r : batch) w->Put(std::move(r));
   } catch (const std::exception& e) {
     PyErr_Format(PyExc_RuntimeError, "trainscope: %s", e.what());
-    return nullptr;
+    return false;
   }
+  return true;
+}
+
+PyObject* FlushPending(PyObject* self, PyObject*) {
+  if (!FlushPendingRecords(reinterpret_cast<Clock*>(self))) return nullptr;
   Py_RETURN_NONE;
 }
 

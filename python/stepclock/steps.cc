@@ -10,7 +10,11 @@ bool CloseStep(Clock* c, int64_t now_us, const char* where) {
   if (!c->open) return true;
   c->open = 0;
   bool ok = true;
-  if (c->plan_active || c->dev_scalars) ok = Slow(c, where, kUpClosePre);
+  if (c->plan_active && RepeatCloses(c)) {
+    c->plan_active = 0;  // the hooks stay: the next step is a save step of the same plan
+  } else if (c->plan_active || c->dev_scalars) {
+    ok = Slow(c, where, kUpClosePre);
+  }
   if (ok && *c->writer) {
     StepRecord r;
     r.step = c->step;
@@ -63,7 +67,12 @@ bool OpenStep(Clock* c, int64_t now_us, const char* where) {
     if (!Slow(c, where, kUpSync)) return false;
   }
   if (c->mode_steps[c->mode] >= c->next_save[c->mode]) {
-    if (!SlowMode(c, where, kUpBeginSave)) return false;
+    if (c->repeat_until >= 0 && c->mode == c->repeat_mode && !c->plan_active &&
+        c->mode_steps[c->mode] < c->repeat_until) {
+      BeginRepeat(c);
+    } else if (!SlowMode(c, where, kUpBeginSave)) {
+      return false;
+    }
   }
   return true;
 }

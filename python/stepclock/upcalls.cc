@@ -17,6 +17,8 @@ bool InitStrings() {
   } names[] = {
       {&S.training, "training"},
       {&S.grad, "grad"},
+      {&S.shape, "shape"},
+      {&S.is_contiguous, "is_contiguous"},
       {&S.item, "item"},
       {&S.is_cpu, "is_cpu"},
       {&S.dtype, "dtype"},

@@ -31,6 +31,7 @@ enum Upcall : int {
   kUpQueueBackwardEnd,   // _queue_backward_end(): the first hooked gradient arrived
   kUpMaybeRaiseStop,     // _maybe_raise_stop(): a stop is pending (raise_on_stop)
   kUpScalerOptimizer,    // _slow_scaler_optimizer(optimizer): scaler.step of a new optimizer
+  kUpBackwardEnd,        // _slow_backward_end(): backward ended, the hook has work left in it
   kUpcalls
 };
 
@@ -52,10 +53,20 @@ inline constexpr const char* kUpcallNames[kUpcalls] = {
     "_queue_backward_end",
     "_maybe_raise_stop",
     "_slow_scaler_optimizer",
+    "_slow_backward_end",
 };
 
 // The torch hook objects of clock.callback(kind, index=None) (CALLBACK_* on StepClock).
-enum CallbackKind : int { kModelPre = 0, kModelPost = 1, kLoss = 2, kGrad = 3, kCallbackKinds };
+// kBackwardEnd is the clock's own autograd queue callback (queued at a save step's first
+// gradient when the gradient lane is on), not one that clock.callback() makes.
+enum CallbackKind : int {
+  kModelPre = 0,
+  kModelPost = 1,
+  kLoss = 2,
+  kGrad = 3,
+  kCallbackKinds,
+  kBackwardEnd = kCallbackKinds
+};
 inline constexpr const char* kCallbackKindNames[kCallbackKinds] = {"MODEL_PRE", "MODEL_POST",
                                                                    "LOSS", "GRADIENT"};
 

@@ -14,7 +14,9 @@ from typing import Dict, List, Sequence
 from ._grad_norm import _GradNormRecorder
 from ._modes import Mode
 from ._schema import EVENT
+from ._dtypes import _torch_codes
 from ._step_clock import CALLBACK_GRADIENT, CALLBACK_MODEL_POST, CALLBACK_MODEL_PRE
+from ._storage import SUMMARY_BYTES
 
 log = logging.getLogger("trainscope")
 
@@ -22,13 +24,18 @@ log = logging.getLogger("trainscope")
 class _Plan:
     """What one save step captures: tensors by source, with flags (raw, reductions, buckets)."""
 
-    __slots__ = ("params", "grads", "outputs", "inputs")
+    __slots__ = ("params", "grads", "outputs", "inputs", "lane_rows", "lane_colls")
 
     def __init__(self):
         self.params: List[tuple] = []          # (full_name, param, flags, collection)
         self.grads: Dict[str, list] = {}       # param name -> [(full_name, flags, collection)]
         self.outputs: Dict[str, list] = {}     # module name -> [(full_name, flags, collection)]
         self.inputs: Dict[str, list] = {}
+        # the gradients as the step clock's gradient lane takes them (Capture._lane_rows):
+        # by parameter index None or [(full_name, buckets, index in lane_colls)]; None when a
+        # gradient is saved raw (the hook's Python path copies it)
+        self.lane_rows = None
+        self.lane_colls: tuple = ()
 
     def empty(self) -> bool:
         return not (self.params or self.grads or self.outputs or self.inputs)
@@ -52,6 +59,13 @@ class Capture:
         # python/stepclock/torch_hooks.cc).
         # On a torch.compile'd model (OptimizedModule) they go on the wrapper, whose hooks run
         # outside the compiled code (its `training` is the original module's).
+        import torch
+        self._clock.set_torch(torch.Tensor, torch.float32, torch.float64)  # tensors read in place
+        try:  # the gradient lane's end of backward (python/stepclock/torch_hooks.cc)
+            self._clock.set_backward_queue(
+                torch.autograd.Variable._execution_engine.queue_callback)
+        except AttributeError:
+            self._clock.set_backward_queue(None)  # the hook's own (_queue_backward_end)
         if forward_steps:
             clock = self._clock
             self._handles.append(module.register_forward_pre_hook(
@@ -124,10 +138,13 @@ class Capture:
             # Summarised with the gradients (one core call, during backward and so still
             # before optimizer.step() changes them) when this step has gradient hooks.
             self._save_items(plan.params)
+        self._set_grad_lane(plan)
+        self._clock.py_backward = bool(plan.params)
         if self._hooked_plan is plan:  # kept from the previous step, which saved the same
             self._clock.grad_begin(self._hooked_grads, len(self._params))
             if plan.params and not self._hooked_grads:
                 self._flush_batches(device=False)
+            self._set_repeat(plan, mode, ms)
             return
         self._remove_step_hooks()
         self._hooked_plan = plan
@@ -158,6 +175,62 @@ class Capture:
                     continue
                 register = m.register_forward_pre_hook if pre else m.register_forward_hook
                 self._step_handles.append(register(functools.partial(fn, mname)))
+        self._set_repeat(plan, mode, ms)
+
+    def _set_repeat(self, plan: _Plan, mode: Mode, ms: int) -> None:
+        """When the plan only summarises gradients, all through the gradient lane, and the
+        next mode steps save with the same plan, the clock ends and begins those save steps
+        itself: no call into Python on them (the steps of a gradients-every-step schedule
+        between two weight saves). The run ends where another collection saves or stops
+        saving, where the hook takes over again."""
+        clock = self._clock
+        ss = None
+        if (self._lane_rows_set is not None and not plan.params and not plan.outputs
+                and not plan.inputs and self._hooked_plan is plan):
+            ss = self._schedules()
+        if ss is None:
+            clock.set_repeat(None)
+            return
+        until = ss[2].run_end(int(mode), ms, 1024)
+        if until <= ms + 1:
+            clock.set_repeat(None)
+            return
+        clock.set_repeat(int(mode), until, ss[2].next_save(int(mode), until), self._hooked_grads)
+
+    # The step clock summarises a save step's CPU gradients itself when the last one arrives
+    # (its gradient lane, python/stepclock/torch_hooks.cc): no Python per gradient. The cases
+    # that need Python keep the lane off: a GradScaler's scale to divide by, DDP's gradients read
+    # once all-reduced, FSDP1 shards, device summaries, communication timing, raw copies.
+    _grad_lane_enabled = True  # tests compare both paths
+
+    def _set_grad_lane(self, plan: _Plan) -> None:
+        rows = plan.lane_rows
+        if (rows is None or not self._grad_lane_enabled or not self._saving
+                or self._writer is None or self.device_stats == "torch" or self._scalers
+                or self._grads_final_only or self._shards is not None
+                or self._comm_timing is not None):
+            rows = None
+        if rows is not self._lane_rows_set:
+            self._take_lane_counts()  # the counts of the rows set before, accounted by them
+            self._lane_rows_set = rows
+            self._lane_colls = plan.lane_colls
+        if rows is None:
+            self._clock.set_grad_lane(None)
+        else:
+            self._clock.set_grad_lane(rows, _torch_codes())
+
+    _lane_rows_set = None
+    _lane_colls: tuple = ()
+
+    def _take_lane_counts(self) -> None:
+        """Accounts the summaries the gradient lane wrote (bytes by collection)."""
+        counts = self._clock.take_lane_counts()
+        if counts is None:
+            return
+        pending = self._unaccounted
+        for coll, n in zip(self._lane_colls, counts):
+            if n:
+                pending[coll] = pending.get(coll, 0) + n * SUMMARY_BYTES
 
     def _note_compiled_layer(self, mname: str) -> None:
         """A layer hook not installed because the layer runs in compiled code: said once."""
@@ -175,6 +248,7 @@ class Capture:
 
     def _end_save(self) -> None:
         self._slow_grads(final=True)
+        self._take_lane_counts()
         plan, self._plan = self._plan, None
         if not self._next_step_saves(plan):
             self._remove_step_hooks()
@@ -200,6 +274,7 @@ class Capture:
         self._step_handles = []
         self._hooked_plan = None
         self._hooked_grads = 0
+        self._clock.set_repeat(None)
         params, self._hooked_params = self._hooked_params, []
         for p in params:
             # Removing a tensor hook leaves torch's C++ hook on the parameter, which calls into
@@ -310,7 +385,31 @@ class Capture:
                             break
                     else:
                         lst.append((full, flags, cname))
+        plan.lane_rows, plan.lane_colls = self._lane_rows(plan)
         return plan
+
+    def _lane_rows(self, plan: _Plan):
+        """The plan's gradients for the step clock's gradient lane: ([None or [(full_name,
+        buckets, collection index)]] by parameter index, collection names); (None, ()) when it
+        has no gradients or saves one raw."""
+        if not plan.grads:
+            return None, ()
+        colls: List[str] = []
+        rows: list = [None] * len(self._params)
+        for pname, lst in plan.grads.items():
+            index = self._param_index.get(pname)
+            if index is None:
+                continue
+            mine = []
+            for full, (raw, red, buckets), coll in lst:
+                if raw:
+                    return None, ()
+                if red:
+                    if coll not in colls:
+                        colls.append(coll)
+                    mine.append((full, int(buckets), colls.index(coll)))
+            rows[index] = mine
+        return rows, tuple(colls)
 
 
 def _is_dtensor(t) -> bool:

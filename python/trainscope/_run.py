@@ -322,6 +322,7 @@ class RunLifecycle:
         if self._step_callbacks:
             self._run_step_callbacks("close")
         try:
+            self._take_lane_counts()  # a repeated save step the clock closed (accounting)
             self._flush_batches()
             self._flush_device_scalars()
             self._drain_host_copies(wait=True)

@@ -58,6 +58,7 @@ UPCALLS = {
     "_queue_backward_end": (),                  # the first hooked gradient arrived
     "_maybe_raise_stop": (),                    # a stop is pending with raise_on_stop
     "_slow_scaler_optimizer": ("optimizer",),   # scaler.step() of an unregistered optimizer
+    "_slow_backward_end": (),                   # backward ended with work for the hook left
 }
 
 
@@ -115,12 +116,16 @@ class ClockUpcalls:
 
     @property
     def _plan(self) -> "Optional[_Plan]":
-        return self._plan_
+        """The plan of the save step in progress (the clock ends and begins the steps of a
+        repeated save step itself: see Capture._set_repeat)."""
+        return self._plan_ if self._clock.plan_active else None
 
     @_plan.setter
     def _plan(self, plan) -> None:
         self._plan_ = plan
         self._clock.plan_active = plan is not None
+        if plan is None:
+            self._clock.set_repeat(None)
 
     @property
     def _profiling(self):
@@ -174,6 +179,7 @@ class ClockUpcalls:
         it, or when stops are to be checked more often, the training thread does that too."""
         if self._host_copies:
             self._drain_host_copies()
+        self._take_lane_counts()  # the gradient lane's summaries, for the storage account
         if self._committing:
             self._flush_pending()
         else:
@@ -263,7 +269,10 @@ class ClockUpcalls:
         ranks' average when its all-reduce completes, after the gradient hooks fired."""
         if self._grads_final_only and not final:
             return
-        items = self._clock.take_grads()
+        clock = self._clock
+        if clock.grad_lane:  # some parameters got no gradient (yet): the lane takes those kept
+            clock.lane_grads()
+        items = clock.take_grads()
         if self._shards is not None:  # FSDP1: the reduce-scattered shards (_fsdp1.py)
             items = self._shards.grads(self.step_count)
         plan = self._plan
@@ -308,6 +317,12 @@ class ClockUpcalls:
             self._fail("backward callback", e)
 
     _queue_callback = None
+
+    def _slow_backward_end(self) -> None:
+        """The clock's end of backward (gradient lane on) found work for the hook: gradients
+        the lane left to Python, weights queued to summarise before optimizer.step()."""
+        self._slow_grads()
+        self._flush_batches(device=False)
 
     def _on_backward_end(self) -> None:
         try:

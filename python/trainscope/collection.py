@@ -26,6 +26,8 @@ from ._modes import Mode
 
 #: The step of "never saves" (the core's kNeverSaves, 2**62: past any step a training reaches).
 NEVER = _core.NEVER_SAVES
+# Bumped whenever a collection's schedule changes: a hook then rebuilds its ScheduleSet.
+SCHEDULE_EPOCH = [0]
 MAX_HISTOGRAM_BUCKETS = 1 << 20  # the core's limit (src/stats/stats_kernels.h)
 
 
@@ -145,6 +147,7 @@ class Collection:
         def set_(self, value):
             self.__dict__[name] = value
             self.__dict__["_schedules"] = {}
+            SCHEDULE_EPOCH[0] += 1  # hooks ask their schedules again (_schedule.py)
         return property(get, set_)
 
     save_interval = _schedule_attr("save_interval")

@@ -385,6 +385,11 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             scaler.step = types.MethodType(
                 self._clock.scaler_step(scaler.step, *self._amp_names), scaler)
             self._scalers.append(scaler)
+            # gradients are divided by its scale from now on: the hook's Python path reads
+            # them (Capture._set_grad_lane), also in a save step or a repeat under way
+            self._clock.set_grad_lane(None)
+            self._clock.set_repeat(None)
+            self._lane_rows_set = None
         except Exception as e:
             if self.strict:
                 raise
@@ -512,6 +517,13 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
     def storage_estimate(self) -> dict:
         """Bytes written so far (estimate) and per collection, and the projection for
         expected_steps with the current configuration."""
+        try:
+            self._take_lane_counts()  # the gradient lane's summaries so far
+            pending, self._unaccounted = self._unaccounted, {}
+            for coll, nbytes in pending.items():
+                self._account(coll, nbytes)
+        except Exception as e:
+            self._fail("storage estimate", e)
         s = self._storage
         return {"bytes": s.bytes, "by_collection": dict(s.by_collection),
                 "projected_bytes": s.projected(self.collections, self.save_interval),

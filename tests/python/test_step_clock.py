@@ -319,6 +319,7 @@ def test_gradient_hooks_let_torch_keep_its_gradient_buffers(run_dir, tiny):
     model, opt, crit, batches = tiny
     hook = ts.Hook(run_dir, system_monitor_interval_ms=0, save_interval=1,
                    collections=["losses", ts.Collection("gradients", save_interval=1)])
+    hook._grad_lane_enabled = False  # the Python path; the clock's lane: the next tests
     hook.register_module(model)
     crit = hook.register_loss(crit)
     seen = {}
@@ -341,6 +342,252 @@ def test_gradient_hooks_let_torch_keep_its_gradient_buffers(run_dir, tiny):
     assert set(seen) == set(grads)
     for name, g in grads.items():
         assert seen[name].data_ptr() == g.data_ptr(), name
+    assert not hook.errors
+
+
+def _lane_run(run_dir, model, opt, crit, batches, lane, steps=4, buckets=0):
+    colls = ["losses", ts.Collection("weights", save_interval=2),
+             ts.Collection("gradients", save_interval=1, histogram_buckets=buckets)]
+    hook = ts.Hook(run_dir, system_monitor_interval_ms=0, collections=colls)
+    hook._grad_lane_enabled = lane
+    hook.register_module(model)
+    hook.register_optimizer(opt)
+    crit = hook.register_loss(crit)
+    by_python = []  # gradients the hook's Python path summarised
+    original = hook._save_items
+
+    def spy(items):
+        by_python.extend(full for full, *_ in items if full.startswith("gradients/"))
+        return original(items)
+
+    hook._save_items = spy
+    lane_on = []
+    for x, y in batches[:steps]:
+        loss = crit(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        lane_on.append(hook._clock.grad_lane)
+        opt.step()
+    hook.close()
+    storage = hook._storage.bytes  # the lane's summaries are accounted at each step's end
+    assert not hook.errors
+    return ts.open_run(run_dir), lane_on, by_python, storage
+
+
+def _same_stats(a: dict, b: dict, where) -> None:
+    assert sorted(a) == sorted(b), where
+    for k in a:
+        if isinstance(a[k], dict):
+            _same_stats(a[k], b[k], (where, k))
+        else:
+            np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]),
+                                          err_msg=f"{where} {k}")
+
+
+def _tiny_model(dtype=torch.float32, strided=False):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    if strided:  # a transposed (non-contiguous) weight: its .grad has the same strides
+        w = model[2].weight
+        model[2].weight = torch.nn.Parameter(w.detach().t().contiguous().t())
+        assert not model[2].weight.is_contiguous()
+    model.to(dtype)
+    return model, torch.optim.SGD(model.parameters(), lr=0.05)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_gradient_lane_writes_what_the_python_path_writes(tmp_path, tiny, dtype):
+    """With the clock's gradient lane (the clock summarises the gradients when the last one
+    arrives, no Python) a run records the same gradient summaries, histograms, weights and
+    storage accounting as with the hook's Python path, for float32, bfloat16 and float16."""
+    _, _, crit, batches = tiny
+    batches = [(x.to(dtype), y) for x, y in batches]
+    runs = {}
+    for lane in (True, False):
+        model, opt = _tiny_model(dtype)
+        runs[lane] = _lane_run(str(tmp_path / f"lane{lane}"), model, opt, crit, batches, lane,
+                               buckets=8)
+    (a, on_a, up_a, st_a), (b, on_b, up_b, st_b) = runs[True], runs[False]
+    assert all(on_a) and not any(on_b)
+    # the lane took every gradient: the hook's Python path found none left to summarise
+    assert up_a == [] and len(up_b) == 4 * 4
+    assert a.tensor_names() == b.tensor_names()
+    grads = [n for n in a.tensor_names() if n.startswith("gradients/")]
+    assert len(grads) == 4
+    for name in a.tensor_names():
+        if name.startswith("losses/"):
+            continue
+        ta, tb = a.tensor(name), b.tensor(name)
+        assert ta.steps() == tb.steps(), name
+        for s in ta.steps():
+            sa, sb = ta.summary(s), tb.summary(s)
+            assert sa["shape"] == sb["shape"] and sa["mode_step"] == sb["mode_step"]
+            _same_stats(sa["stats"], sb["stats"], (name, s))
+    assert a.tensor("gradients/0.weight").steps() == [0, 1, 2, 3]
+    assert st_a == st_b
+
+
+class _WithUnused(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.unused = torch.nn.Linear(3, 3)  # gets no gradient: backward ends with one pending
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def test_the_gradient_lane_takes_the_gradients_when_a_parameter_gets_none(tmp_path, tiny):
+    """With a parameter that gets no gradient the last hooked gradient never arrives; the
+    lane takes the others at backward end, with the same summaries as the Python path."""
+    _, _, crit, batches = tiny
+    runs = {}
+    for lane in (True, False):
+        model, _ = _tiny_model()
+        model = _WithUnused(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        runs[lane] = _lane_run(str(tmp_path / f"lane{lane}"), model, opt, crit, batches, lane,
+                               steps=3)
+    a, b = runs[True][0], runs[False][0]
+    assert runs[True][2] == []  # the lane took them at backward end
+    grads = [n for n in a.tensor_names() if n.startswith("gradients/")]
+    assert sorted(grads) == sorted(n for n in b.tensor_names() if n.startswith("gradients/"))
+    assert len(grads) == 4 and not any("unused" in n for n in grads)
+    for n in grads:
+        for st in (0, 1, 2):
+            _same_stats(a.tensor(n).summary(st)["stats"], b.tensor(n).summary(st)["stats"], n)
+    assert runs[True][3] == runs[False][3]
+
+
+def test_the_gradient_lane_leaves_what_it_cannot_read_in_place_to_python(tmp_path, tiny):
+    """A non-contiguous gradient (a transposed weight's) is summarised by the hook's Python
+    path while the lane takes the others: every gradient is recorded, with torch's values."""
+    _, _, crit, batches = tiny
+    model, opt = _tiny_model(strided=True)
+    run, on, by_python, _ = _lane_run(str(tmp_path / "run"), model, opt, crit, batches, True,
+                                      steps=2)
+    assert all(on)
+    assert by_python == ["gradients/2.weight"] * 2  # the strided one, the lane the others
+    names = [n for n in run.tensor_names() if n.startswith("gradients/")]
+    assert sorted(names) == ["gradients/0.bias", "gradients/0.weight", "gradients/2.bias",
+                             "gradients/2.weight"]
+    for n in names:
+        assert run.tensor(n).steps() == [0, 1]
+    # step 1's gradient of the strided weight, computed again by hand
+    torch.manual_seed(0)
+    m2, o2 = _tiny_model(strided=True)
+    for i, (x, y) in enumerate(batches[:2]):
+        loss = crit(m2(x), y)
+        o2.zero_grad()
+        loss.backward()
+        if i == 1:
+            g = m2[2].weight.grad.double()
+        o2.step()
+    r = run.tensor("gradients/2.weight").reductions(1)
+    assert r["l2"] == pytest.approx(float(g.norm()), rel=1e-6)
+    assert r["min"] == pytest.approx(float(g.min()), rel=1e-6)
+
+
+def test_repeated_save_steps_run_in_the_clock_and_record_the_same(tmp_path, tiny):
+    """Gradients every step with weights every 5: between two weight saves the clock ends and
+    begins the save steps itself (no call into the hook), with eval forwards in between; the
+    run records what the hook's Python path records, and the hook stops saving when told to."""
+    _, _, crit, batches = tiny
+    out = {}
+    for lane in (True, False):
+        model, opt = _tiny_model()
+        colls = ["losses", ts.Collection("weights", save_interval=5),
+                 ts.Collection("gradients", save_interval=1)]
+        hook = ts.Hook(str(tmp_path / f"lane{lane}"), system_monitor_interval_ms=0,
+                       collections=colls)
+        hook._grad_lane_enabled = lane
+        hook.register_module(model)
+        hook.register_optimizer(opt)
+        crit2 = hook.register_loss(crit)
+        begins = []
+        original = hook._slow_begin_save
+
+        def spy(mode, ms, original=original, begins=begins):
+            begins.append((mode, ms))
+            return original(mode, ms)
+
+        hook._slow_begin_save = spy
+        for i, (x, y) in enumerate(batches[:13]):
+            if i == 7:  # an eval forward in the middle of a run of gradient steps
+                model.eval()
+                with torch.no_grad():
+                    model(x)
+                model.train()
+            loss = crit2(model(x), y)
+            opt.zero_grad(set_to_none=i % 2 == 0)
+            loss.backward()
+            opt.step()
+        hook.close()
+        assert not hook.errors
+        out[lane] = (ts.open_run(str(tmp_path / f"lane{lane}")), begins, hook._storage.bytes)
+    (a, begins_a, bytes_a), (b, begins_b, bytes_b) = out[True], out[False]
+    train_a = [ms for mode, ms in begins_a if mode == int(ts.Mode.TRAIN)]
+    train_b = [ms for mode, ms in begins_b if mode == int(ts.Mode.TRAIN)]
+    assert train_b == list(range(13))  # every train step is a save step the hook begins
+    # the hook begins the weight saves (0, 5, 10), the first gradient-only step after each
+    # (1, 6, 11) and the first after the eval forward (7); the clock began the others itself
+    assert train_a == [0, 1, 5, 6, 7, 10, 11], begins_a
+    assert a.tensor_names() == b.tensor_names()
+    for name in a.tensor_names():
+        if name.startswith("losses/"):
+            continue
+        ta, tb = a.tensor(name), b.tensor(name)
+        assert ta.steps() == tb.steps(), name
+        for st in ta.steps():
+            sa, sb = ta.summary(st), tb.summary(st)
+            assert (sa["mode"], sa["mode_step"]) == (sb["mode"], sb["mode_step"]), (name, st)
+            _same_stats(sa["stats"], sb["stats"], (name, st))
+    assert len(a.tensor("gradients/0.weight").steps()) == 13  # train steps (eval: no backward)
+    assert a.tensor("weights/0.weight").steps() == b.tensor("weights/0.weight").steps()
+    assert a.tensor("weights/0.weight").steps() == [0, 5, 7, 11]  # 7: the eval step
+    assert bytes_a == bytes_b
+
+
+def test_a_hook_that_stops_saving_stops_a_repeated_save_step(run_dir, tiny):
+    _, _, crit, batches = tiny
+    model, opt = _tiny_model()
+    hook = ts.Hook(run_dir, system_monitor_interval_ms=0,
+                   collections=["losses", ts.Collection("gradients", save_interval=1)])
+    hook.register_module(model)
+    hook.register_optimizer(opt)
+    crit = hook.register_loss(crit)
+    for i, (x, y) in enumerate(batches[:8]):
+        if i == 4:
+            assert hook._clock.repeat_until > 4  # the clock runs these save steps
+            hook._stop_saving()  # what max_errors internal errors do
+        loss = crit(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hook.close()
+    steps = ts.open_run(run_dir).tensor("gradients/0.weight").steps()
+    assert steps == [0, 1, 2, 3]
+
+
+def test_the_gradient_lane_is_off_where_python_must_read_the_gradients(run_dir, tiny):
+    """A GradScaler's gradients are divided by its scale, a raw copy needs Python: the lane
+    stays off for them (their own tests check the values)."""
+    model, opt, crit, batches = tiny
+    hook = ts.Hook(run_dir, system_monitor_interval_ms=0,
+                   collections=["losses", ts.Collection("gradients", save_interval=1, raw=True)])
+    hook.register_module(model)
+    crit = hook.register_loss(crit)
+    x, y = batches[0]
+    crit(model(x), y).backward()
+    assert not hook._clock.grad_lane
+    hook.close()
+    hook = ts.Hook(run_dir + "2", system_monitor_interval_ms=0,
+                   collections=["losses", ts.Collection("gradients", save_interval=1)])
+    hook.register_module(model)
+    hook.register_scaler(torch.amp.GradScaler("cpu", enabled=True))
+    crit(model(x), y).backward()
+    assert not hook._clock.grad_lane
+    hook.close()
     assert not hook.errors
 
 
