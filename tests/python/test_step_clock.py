@@ -384,6 +384,21 @@ def _same_stats(a: dict, b: dict, where) -> None:
                                           err_msg=f"{where} {k}")
 
 
+def _same_runs(a, b) -> None:
+    """Runs a and b hold the same tensors at the same steps, with the same summaries."""
+    assert a.tensor_names() == b.tensor_names()
+    for name in a.tensor_names():
+        if name.startswith("losses/"):
+            continue
+        ta, tb = a.tensor(name), b.tensor(name)
+        assert ta.steps() == tb.steps(), name
+        for st in ta.steps():
+            sa, sb = ta.summary(st), tb.summary(st)
+            for k in ("mode", "mode_step", "shape", "dtype"):
+                assert sa[k] == sb[k], (name, st, k)
+            _same_stats(sa["stats"], sb["stats"], (name, st))
+
+
 def _tiny_model(dtype=torch.float32, strided=False):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
@@ -411,18 +426,9 @@ def test_the_gradient_lane_writes_what_the_python_path_writes(tmp_path, tiny, dt
     assert all(on_a) and not any(on_b)
     # the lane took every gradient: the hook's Python path found none left to summarise
     assert up_a == [] and len(up_b) == 4 * 4
-    assert a.tensor_names() == b.tensor_names()
+    _same_runs(a, b)
     grads = [n for n in a.tensor_names() if n.startswith("gradients/")]
     assert len(grads) == 4
-    for name in a.tensor_names():
-        if name.startswith("losses/"):
-            continue
-        ta, tb = a.tensor(name), b.tensor(name)
-        assert ta.steps() == tb.steps(), name
-        for s in ta.steps():
-            sa, sb = ta.summary(s), tb.summary(s)
-            assert sa["shape"] == sb["shape"] and sa["mode_step"] == sb["mode_step"]
-            _same_stats(sa["stats"], sb["stats"], (name, s))
     assert a.tensor("gradients/0.weight").steps() == [0, 1, 2, 3]
     assert st_a == st_b
 
@@ -532,16 +538,7 @@ def test_repeated_save_steps_run_in_the_clock_and_record_the_same(tmp_path, tiny
     # the hook begins the weight saves (0, 5, 10), the first gradient-only step after each
     # (1, 6, 11) and the first after the eval forward (7); the clock began the others itself
     assert train_a == [0, 1, 5, 6, 7, 10, 11], begins_a
-    assert a.tensor_names() == b.tensor_names()
-    for name in a.tensor_names():
-        if name.startswith("losses/"):
-            continue
-        ta, tb = a.tensor(name), b.tensor(name)
-        assert ta.steps() == tb.steps(), name
-        for st in ta.steps():
-            sa, sb = ta.summary(st), tb.summary(st)
-            assert (sa["mode"], sa["mode_step"]) == (sb["mode"], sb["mode_step"]), (name, st)
-            _same_stats(sa["stats"], sb["stats"], (name, st))
+    _same_runs(a, b)
     assert len(a.tensor("gradients/0.weight").steps()) == 13  # train steps (eval: no backward)
     assert a.tensor("weights/0.weight").steps() == b.tensor("weights/0.weight").steps()
     assert a.tensor("weights/0.weight").steps() == [0, 5, 7, 11]  # 7: the eval step
