@@ -201,11 +201,14 @@ class Capture:
     # (its gradient lane, python/stepclock/torch_hooks.cc): no Python per gradient. The cases
     # that need Python keep the lane off: a GradScaler's scale to divide by, DDP's gradients read
     # once all-reduced, FSDP1 shards, device summaries, communication timing, raw copies.
+    # On a step that also summarises weights the hook's one core call for both costs less than
+    # the lane's call and a second one for the weights (anchor MLP, every step: 310-340 µs
+    # against 340-380 µs of the hook's own time per step).
     _grad_lane_enabled = True  # tests compare both paths
 
     def _set_grad_lane(self, plan: _Plan) -> None:
         rows = plan.lane_rows
-        if (rows is None or not self._grad_lane_enabled or not self._saving
+        if (rows is None or plan.params or not self._grad_lane_enabled or not self._saving
                 or self._writer is None or self.device_stats == "torch" or self._scalers
                 or self._grads_final_only or self._shards is not None
                 or self._comm_timing is not None):
