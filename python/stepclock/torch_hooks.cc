@@ -146,7 +146,11 @@ bool LaneGrads(Clock* c) {
     if (c->grads == nullptr) {
       c->grads = rest;
     } else {
-      Py_DECREF(rest);  // cannot happen: nothing adds to c->grads while the lane runs
+      // another thread's gradient hook (autograd's device threads) kept one while the GIL
+      // was released for the statistics: both stay for the hook
+      const Py_ssize_t at = PyList_GET_SIZE(c->grads);
+      if (PyList_SetSlice(c->grads, at, at, rest) < 0) ok = false;
+      Py_DECREF(rest);
     }
   }
   if (!ok) return Absorb(c, "gradients");

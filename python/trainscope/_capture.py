@@ -11,10 +11,10 @@ import functools
 import logging
 from typing import Dict, List, Sequence
 
+from ._dtypes import _torch_codes
 from ._grad_norm import _GradNormRecorder
 from ._modes import Mode
 from ._schema import EVENT
-from ._dtypes import _torch_codes
 from ._step_clock import CALLBACK_GRADIENT, CALLBACK_MODEL_POST, CALLBACK_MODEL_PRE
 from ._storage import SUMMARY_BYTES
 
