@@ -286,7 +286,6 @@ PyMemberDef kClockMembers[] = {
     TS_MEMBER(self_ns, T_LONGLONG, "with timing: ns spent in the callbacks"),
     TS_MEMBER(slow_calls, T_LONGLONG, "calls into the Python hook"),
     TS_MEMBER(grad_pending, T_LONGLONG, "gradient hooks still to fire this save step"),
-    TS_MEMBER(py_backward, T_BOOL, "Hook._slow_backward_end has work at backward end"),
     {const_cast<char*>("repeat_until"), T_LONGLONG, offsetof(Clock, repeat_until), READONLY,
      const_cast<char*>("mode step the repeated save step runs to (-1: none; set_repeat())")},
     {const_cast<char*>("grad_lane"), T_BOOL, offsetof(Clock, grad_lane), READONLY,

@@ -134,7 +134,7 @@ struct Clock {
   PyObject* lane_rows_obj;
   PyObject* lane_codes;  // {torch.dtype: DType code} of the dtypes read in place
   // torch's autograd queue_callback and the clock's BACKWARD_END callback it is given: with the
-  // lane on, the end of backward is the clock's (no Python unless py_backward or gradients the
+  // lane on, the end of backward is the clock's (no Python unless gradients the
   // lane left are kept).
   PyObject* backward_queue;
   PyObject* backward_end_cb;
@@ -175,7 +175,6 @@ struct Clock {
   char forward_done;    // the open step's model forward has returned (Hook.state_dict)
   char nonfinite_stop;  // a rule stops on a non-finite loss: tell Hook._slow_nonfinite_loss
   char grad_lane;       // the gradient lane is on for this save step's plan
-  char py_backward;     // Hook._slow_backward_end has work at backward end (weights queued)
   char queued_backward_end;  // this save step's backward-end callback is queued
 
   long long next_stop_check_ns;

@@ -212,9 +212,9 @@ PyObject* OptStepCall(PyObject* self, PyObject* const* args, size_t nargsf, PyOb
   {
     SelfTimer timer(c, kTimeOptimizer);
     if (c->bwd_start_ns && c->bwd_ns < 0) c->bwd_ns = t0 - c->bwd_start_ns;
-    // with the gradient lane the hook has work here only for gradients the lane left or
-    // weights still queued
-    const bool py_work = !c->grad_lane || c->py_backward ||
+    // with the gradient lane (never on a step that saves weights) the hook has work here only
+    // for gradients the lane left
+    const bool py_work = !c->grad_lane ||
                          (c->grads != nullptr && PyList_GET_SIZE(c->grads) > 0);
     if (c->plan_active && py_work && !Slow(c, "optimizer", kUpOptFlush)) return nullptr;
   }

@@ -182,7 +182,7 @@ PyObject* BackwardEnd(Clock* c) {
   if (!c->plan_active) Py_RETURN_NONE;
   if (c->grad_lane && !LaneGrads(c)) return nullptr;
   const bool kept = c->grads != nullptr && PyList_GET_SIZE(c->grads) > 0;
-  if ((kept || c->py_backward) && !Slow(c, "gradients", kUpBackwardEnd)) return nullptr;
+  if (kept && !Slow(c, "gradients", kUpBackwardEnd)) return nullptr;
   Py_RETURN_NONE;
 }
 

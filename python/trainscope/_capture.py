@@ -139,7 +139,6 @@ class Capture:
             # before optimizer.step() changes them) when this step has gradient hooks.
             self._save_items(plan.params)
         self._set_grad_lane(plan)
-        self._clock.py_backward = bool(plan.params)
         if self._hooked_plan is plan:  # kept from the previous step, which saved the same
             self._clock.grad_begin(self._hooked_grads, len(self._params))
             if plan.params and not self._hooked_grads:

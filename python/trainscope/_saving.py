@@ -65,9 +65,7 @@ class Saving:
         table (one device-to-host copy, together with pending device losses)."""
         w = self._writer
         if self._unaccounted:
-            pending_bytes, self._unaccounted = self._unaccounted, {}
-            for coll, nbytes in pending_bytes.items():
-                self._account(coll, nbytes)
+            self._account_pending()
         if w is None:
             self._cpu_batch = []
             return
@@ -201,6 +199,12 @@ class Saving:
     # ============================================================================== storage
     def _account(self, coll: str, nbytes: int) -> None:
         self._storage.add(coll, nbytes, self.step_count, self.collections, self.save_interval)
+
+    def _account_pending(self) -> None:
+        """Accounts the summary bytes queued since the last call."""
+        pending_bytes, self._unaccounted = self._unaccounted, {}
+        for coll, nbytes in pending_bytes.items():
+            self._account(coll, nbytes)
 
     def _project_storage(self) -> None:
         """At registration: bytes per save of weights/biases/gradients (known shapes)."""

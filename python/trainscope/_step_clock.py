@@ -320,7 +320,7 @@ class ClockUpcalls:
 
     def _slow_backward_end(self) -> None:
         """The clock's end of backward (gradient lane on) found work for the hook: gradients
-        the lane left to Python, weights queued to summarise before optimizer.step()."""
+        the lane left to Python (summarised before optimizer.step())."""
         self._slow_grads()
         self._flush_batches(device=False)
 

@@ -519,9 +519,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         expected_steps with the current configuration."""
         try:
             self._take_lane_counts()  # the gradient lane's summaries so far
-            pending, self._unaccounted = self._unaccounted, {}
-            for coll, nbytes in pending.items():
-                self._account(coll, nbytes)
+            self._account_pending()
         except Exception as e:
             self._fail("storage estimate", e)
         s = self._storage
