@@ -349,6 +349,10 @@ struct HistoryEntry {
   std::vector<std::string> rules_fired;
   int64_t recorded_us = 0;
   std::string summary_json;  // SummaryJson() of the run
+  // How the run ended, as its launcher saw it: "ended", "stopped" (by trainscope or the
+  // user), "crashed" (an exception, a signal, a non-zero exit); "" not known (a report of a
+  // run recorded before this column existed, or reported while it was not recorded at end).
+  std::string status;
 };
 
 HistoryEntry HistoryEntryFrom(const RunAnalysis& a, Env* env = nullptr);
@@ -359,6 +363,9 @@ struct HistoryFilter {
   std::string rule;      // fired this rule
   size_t limit = 0;      // 0: all
 };
+
+// Whether runs are recorded in the history when they end: not with TRAINSCOPE_HISTORY=0.
+bool HistoryEnabled();
 
 // Default path: $TRAINSCOPE_HOME/history.db, else $XDG_DATA_HOME/trainscope/history.db, else
 // ~/.local/share/trainscope/history.db.
@@ -383,11 +390,12 @@ class HistoryDb {
   std::unique_ptr<Impl> impl_;
 };
 
-// For the lead, at run end: analyses RUN (price from --instance in the manifest's config_json
-// "instance_type"/"price_per_hour" when present) and records it in the history database
-// (history_path "" = DefaultHistoryPath()). Never writes the HTML.
+// At run end (Hook.close, `trainscope run`, the callbacks): analyses RUN (price from --instance
+// in the manifest's config_json "instance_type"/"price_per_hour" when present) and records it
+// in the history database (history_path "" = DefaultHistoryPath()) with `status` (see
+// HistoryEntry::status). Never writes the HTML.
 Status RecordRunInHistory(const std::string& run_dir, const std::string& history_path = "",
-                          Env* env = nullptr);
+                          Env* env = nullptr, const std::string& status = "");
 
 // A run named on the command line: a run directory (analysed now, price from its configuration)
 // or a key of the history database (id, id prefix, name, path).

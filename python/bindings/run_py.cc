@@ -1,5 +1,6 @@
 // Run directory bindings: manifest, stop requests.
 #include "py_common.h"
+#include "trainscope/report.h"
 #include "trainscope/run.h"
 
 namespace trainscope::pyb {
@@ -39,6 +40,20 @@ void InitRun(py::module_& m) {
       py::arg("run_dir"), py::arg("name") = "", py::arg("command") = std::vector<std::string>{},
       py::arg("config_json") = "{}", py::arg("framework") = "",
       "Creates RUN/ and run.json unless it exists; returns the manifest in effect.");
+  m.def(
+      "record_run_in_history",
+      [](const std::string& run_dir, const std::string& status, const std::string& history) {
+        Status s;
+        {
+          py::gil_scoped_release release;
+          s = RecordRunInHistory(run_dir, history, nullptr, status);
+        }
+        if (!s.ok()) ThrowStatus(s);
+      },
+      py::arg("run_dir"), py::arg("status"), py::arg("history") = "",
+      "Analyses RUN and records it in the run history with `status` (ended, stopped, "
+      "crashed): what the run end does (report.h RecordRunInHistory).");
+  m.def("history_enabled", &HistoryEnabled, "False with TRAINSCOPE_HISTORY=0.");
   m.def(
       "read_manifest",
       [](const std::string& run_dir) {

@@ -335,6 +335,7 @@ PyMethodDef kClockMethods[] = {
     TS_FAST("advance", AdvancePy, "advance(quiet=False): next step; quiet skips callbacks"),
     TS_FAST("mark_backward_end", MarkBackwardEnd, "mark_backward_end(perf_counter_ns)"),
     TS_FAST("mark_backward_start", MarkBackwardStart, "mark_backward_start(perf_counter_ns)"),
+    TS_FAST("extend_backward_end", ExtendBackwardEnd, "extend_backward_end(perf_counter_ns)"),
     TS_FAST("get", GetPy, "get(COUNTER_<kind>, mode): mode steps, next save, next loss save"),
     TS_FAST("set", SetPy, "set(COUNTER_<kind>, mode, value)"),
     TS_FAST("set_writer", SetWriter, "set_writer(Writer or None)"),

@@ -227,6 +227,7 @@ PyObject* CloseStepPy(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
 PyObject* AdvancePy(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
 PyObject* MarkBackwardEnd(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
 PyObject* MarkBackwardStart(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+PyObject* ExtendBackwardEnd(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
 
 // With c->timing: adds the time between construction and destruction to self_ns and to the
 // callback's own total (self_breakdown).

@@ -170,6 +170,22 @@ PyObject* MarkBackwardEnd(PyObject* self, PyObject* const* args, Py_ssize_t narg
   Py_RETURN_NONE;
 }
 
+// The backward pass of this step lasts at least until t_ns (perf_counter_ns): a DDP model's last
+// gradient reduction completed then (python/trainscope/_comm_timing.py). Without a registered
+// optimizer, whose step ends the backward phase otherwise, the engine's end-of-backward callback
+// runs before DDP waits for its reductions: this keeps that wait inside the backward phase, where
+// the straggler rule and the report subtract it (the latest mark wins).
+PyObject* ExtendBackwardEnd(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  Clock* c = reinterpret_cast<Clock*>(self);
+  long long t;
+  if (nargs != 1 || !ArgInt(args[0], &t))
+    return PyErr_Occurred() ? nullptr
+                            : PyErr_Format(PyExc_TypeError, "extend_backward_end(t_ns)");
+  if (c->bwd_start_ns && t > c->bwd_start_ns && t - c->bwd_start_ns > c->bwd_ns)
+    c->bwd_ns = t - c->bwd_start_ns;
+  Py_RETURN_NONE;
+}
+
 // The backward pass of this step began at t_ns (perf_counter_ns), unless an earlier mark or
 // the loss did: zero-code capture (python/trainscope/_autorun.py) sees backward() itself.
 PyObject* MarkBackwardStart(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {

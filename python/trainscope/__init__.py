@@ -13,6 +13,7 @@ stop the job when one fires, and read everything back.
 See docs/python.md for the whole API. torch is imported only when the hook needs it.
 """
 from . import _core
+from . import _log
 from ._errors import ConfigError
 from ._modes import Mode, NotFoundError, RuleFired, TrainingStopped
 from .collection import BUILTIN as BUILTIN_COLLECTIONS
@@ -23,6 +24,7 @@ from .reader import Run, Tensor, open_run
 from .rules import Rule, rule_names, watch
 
 __version__ = _core.__version__
+_log.configure()
 
 __all__ = [
     "Hook", "Collection", "ConfigError", "Mode", "ProfilerConfig", "Rule", "RuleFired", "Run",

@@ -111,7 +111,21 @@ def _write_status(run_dir: str, fields: dict) -> None:
         pass
 
 
+def _loud() -> bool:
+    """Not with TRAINSCOPE_LOG_LEVEL=error or critical (`trainscope run --quiet`)."""
+    return os.environ.get("TRAINSCOPE_LOG_LEVEL", "").strip().lower() not in ("error",
+                                                                             "critical")
+
+
 def _say(msg: str) -> None:
+    """One line on stderr; in a job of several ranks rank 0 speaks for the job (the others
+    too with TRAINSCOPE_LOG_LEVEL set: python/trainscope/_log.py)."""
+    if not os.environ.get("TRAINSCOPE_LOG_LEVEL"):
+        try:
+            if int(os.environ.get("RANK", "0") or 0) > 0:
+                return
+        except ValueError:
+            pass
     try:
         sys.stderr.write(f"trainscope: {msg}\n")
         sys.stderr.flush()
@@ -353,6 +367,7 @@ class _AutoCapture(_search._ModelSearch, _loss._LossCapture):
             return False
         self.hook = hook
         self._arm_nonfinite_stops(hook)
+        hook._stop_said_later = True  # _exit_stopped says it
         if model is not None:
             hook.register_module(model)
         loss_fn = hook.register_loss(lambda t: t, name="loss")
@@ -390,7 +405,7 @@ class _AutoCapture(_search._ModelSearch, _loss._LossCapture):
         self._report()
         hook.add_event("instrumentation", {k: v for k, v in self._status.items()
                                            if k != "state"})
-        if not self.options.get("quiet"):
+        if not self.options.get("quiet") and _loud():  # --quiet: TRAINSCOPE_LOG_LEVEL=error
             _say(self._status["message"] + (" (candidates: " + ", ".join(described) + ")"
                                             if len(described) > 1 else ""))
         return True

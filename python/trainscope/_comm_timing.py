@@ -17,6 +17,7 @@ exposed wait of a step is the difference. It costs one Python call per bucket pe
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from typing import Any, Dict, Optional
@@ -74,16 +75,66 @@ class CommTiming:
                 rec = self._steps[step] = [int(h.mode), h.mode_step, now, 0]
             rec[2] = now
         self.buckets += 1
+        check = (bool(h._nonfinite_stops) and not h._scalers and _first_bucket(bucket)
+                 and self._poison(h, bucket, step))
         fut = self._inner(self._inner_state, bucket)
+        # Without a registered optimizer (whose step ends the backward phase) the phase would
+        # end before DDP waits for the reductions: the last one's end extends it (steps.cc).
+        extend = None if h._optimizers else h._clock.extend_backward_end
 
         def done(f, rec=rec):
             t = time.perf_counter_ns()
             with self._lock:
                 if t > rec[3]:
                     rec[3] = t
-            return f.value()
+            v = f.value()
+            if extend is not None:
+                extend(t)
+            if check:
+                self._check_reduced(h, v, step)
+            return v
 
         return fut.then(done)
+
+    # ------------------------------------------------- non-finite stops at the same step
+    # A rank whose loss turned NaN/Inf (with a rule that stops on one) sets the first element
+    # of the step's first gradient bucket to NaN before the all-reduce; every rank reads that
+    # element of the reduced bucket (the same value on every rank) and stops at this step's
+    # boundary without waiting for the ranks' stop agreement (_distributed.py, 100-200 ms).
+    # The element read is set to 0 then, so the mark never reaches the weights.
+    # A NaN gradient that reaches that element by itself stops the job the same way (not with
+    # a registered GradScaler, whose skipped steps have such gradients by design). CPU (gloo)
+    # buckets only: on a device the read would synchronise the stream, and the stop is agreed
+    # as any other (1-2 agreement intervals later).
+    @staticmethod
+    def _poison(h, bucket, step) -> bool:
+        try:
+            buf = bucket.buffer()
+            if buf.device.type != "cpu" or buf.numel() == 0:
+                return False
+            if getattr(h, "_nonfinite_local_step", None) == step:
+                buf.view(-1)[0] = float("nan")
+            return True
+        except Exception as e:  # never into DDP's backward
+            log.debug("trainscope: non-finite check off: %s", e)
+            return False
+
+    @staticmethod
+    def _check_reduced(h, value, step) -> None:
+        try:
+            x = float(value.view(-1)[0])
+        except Exception:
+            return
+        if not math.isfinite(x):
+            try:  # the mark is ours: the optimizer step of this last step gets 0 there, not NaN
+                value.view(-1)[0] = 0.0
+            except Exception:
+                pass
+            rule = h._nonfinite_stops[0].rule_id if h._nonfinite_stops else "trainscope"
+            h._request_stop_inprocess(
+                f"{rule}: non-finite gradient after the all-reduce of step {step} (a rank's "
+                "loss or gradients turned NaN/Inf); every rank stops at this step",
+                source="rule", agreed=True)
 
     # ------------------------------------------------------------ training thread
     def detach(self, hook) -> None:
@@ -104,6 +155,15 @@ class CommTiming:
         for s, (mode, ms, launch, end) in done:
             if end:
                 writer.add_scalar(COMM_WAIT, s, mode, ms, max(0, end - launch) / 1000.0)
+
+
+def _first_bucket(bucket) -> bool:
+    """The bucket DDP reduces first in every step (index 0: DDP launches buckets in index
+    order, the same on every rank)."""
+    try:
+        return bucket.index() == 0
+    except Exception:
+        return False
 
 
 def is_ddp(module) -> bool:

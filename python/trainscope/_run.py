@@ -20,7 +20,7 @@ from . import _core
 from ._errors import ConfigError
 from ._grad_norm import _GradNormRecorder
 from ._modes import TrainingStopped
-from ._schema import EVENT
+from ._schema import EVENT, worker_stream
 from ._step_clock import _now_us
 
 if TYPE_CHECKING:
@@ -240,22 +240,30 @@ class RunLifecycle:
 
     _runtime = None  # the core's TrainingRuntime (_core.Runtime) once the run is open
 
-    def _request_stop_inprocess(self, reason: str, source: str = "rule") -> None:
+    def _request_stop_inprocess(self, reason: str, source: str = "rule",
+                                agreed: bool = False) -> None:
+        """Stops at the next step boundary; in a job of several ranks held until the ranks
+        agree (``agreed``: every rank decided the same from the same data at this step)."""
         d = self._dist
-        if d is not None and d.defer(reason, source):
+        if not agreed and d is not None and d.defer(reason, source):
             return  # all ranks take it together at the next agreed boundary
         with self._lock:
             if self._stop_reason is not None:
                 return
             self._stop_reason = reason or "stop requested"
             self._clock.raise_stop = self.raise_on_stop  # at the next step boundary
-        log.warning("trainscope: stop requested (%s): %s", source, reason)
+        # with raise_on_stop, or under zero-code capture, the stop itself is said (one line)
+        # where it is taken
+        (log.info if self.raise_on_stop or self._stop_said_later else log.warning)(
+            "trainscope: stop requested (%s): %s", source, reason)
         try:
             if self._writer is not None:
                 self._writer.add_event(EVENT.STOP_REQUESTED, json.dumps({
                     "reason": reason, "source": source, "step": self.step_count}))
         except Exception:
             pass
+
+    _stop_said_later = False  # zero-code capture says the stop as it takes it (_autorun.py)
 
     def _maybe_raise_stop(self) -> None:
         if self._stop_reason is not None and self.raise_on_stop and not self._stop_raised:
@@ -269,6 +277,8 @@ class RunLifecycle:
                         "reason": self._stop_reason, "step": self.step_count}))
             except Exception:
                 pass
+            log.warning("trainscope: stopping the training at step %d: %s", self.step_count,
+                        self._stop_reason)
             raise TrainingStopped(self._stop_reason)
 
     # ============================================================================= profiler
@@ -390,7 +400,24 @@ class RunLifecycle:
             except Exception as e:
                 self._fail("close", e)
             self._clock.set_writer(None)  # a loader wrapper used after close records nothing
+            self._record_history()
         _unregister_atexit(self._atexit)
+
+    _exit_status = None  # "crashed" once an exception left the training (see _excepthook)
+
+    def _record_history(self) -> None:
+        """The run joins the history (trainscope ls) when it ends: recorded by the hook of
+        rank 0, unless `trainscope run` launched it (it records the run with the child's exit)
+        or TRAINSCOPE_HISTORY=0. Never an error into the training."""
+        if (os.environ.get("TRAINSCOPE_MONITORED") == "1" or self.worker != worker_stream(0)
+                or self._writer is None):
+            return
+        status = self._exit_status or ("stopped" if self._stop_reason is not None else "ended")
+        try:
+            if _core.history_enabled():
+                _core.record_run_in_history(self.out_dir, status)
+        except Exception as e:
+            log.warning("trainscope: run not recorded in the history: %s", e)
 
 
 # ---- close at exit -------------------------------------------------------------------------
@@ -411,8 +438,27 @@ def _register_atexit(hook: Hook):
     _live_hooks.add(hook)
     if not _atexit_installed:
         atexit.register(_close_all)
+        _chain_excepthook()
         _atexit_installed = True
     return hook
+
+
+def _chain_excepthook() -> None:
+    """An exception that ends the script marks the open hooks' runs as crashed (their close
+    at exit records that in the history); the previous excepthook runs as before."""
+    prev = sys.excepthook
+
+    def _excepthook(t, v, tb):
+        try:
+            stopped = t is not None and issubclass(t, TrainingStopped)
+            for h in list(_live_hooks):
+                if not stopped:
+                    h._exit_status = "crashed"
+        except Exception:
+            pass
+        prev(t, v, tb)
+
+    sys.excepthook = _excepthook
 
 
 def _unregister_atexit(hook) -> None:

@@ -235,6 +235,7 @@ class ClockUpcalls:
         self._check_nonfinite(self._loss_names[index], value, self.step_count)
 
     _nonfinite_stops: list = []  # rules.NonfiniteStop of the rules that stop on a NaN loss
+    _nonfinite_local_step = None  # the step whose loss was non-finite on this rank
 
     def _check_nonfinite(self, name: str, value: float, step: int) -> None:
         if math.isfinite(value) or self._stop_reason is not None:
@@ -242,6 +243,7 @@ class ClockUpcalls:
         for ns in self._nonfinite_stops:
             if ns.violated(name, value, step):
                 reason = f"{ns.rule_id}: {name} is {value} at step {step}"
+                self._nonfinite_local_step = step  # DDP: told to the ranks (_comm_timing.py)
                 try:
                     if self._writer is not None:
                         self._writer.add_event(EVENT.NONFINITE_LOSS_STOP, json.dumps({

@@ -510,7 +510,9 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
     def __enter__(self) -> "Hook":
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None and not issubclass(exc_type, (TrainingStopped, GeneratorExit)):
+            self._exit_status = "crashed"  # recorded so in the history at close
         self.close()
         return False
 

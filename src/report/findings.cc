@@ -76,6 +76,14 @@ Finding MakeFinding(const RuleEventRecord& e, uint64_t firings, const Measuremen
   f.severity = w.severity;
   f.stop_worthy = w.stop_worthy;
   std::string ev;
+  if (e.rule.rfind("exploding_tensor", 0) == 0 && !e.message.empty()) {
+    // its value is a count of bad values: the message says what happened ("losses/loss is NaN")
+    ev = e.message;
+    if (e.step >= 0) ev += " at step " + std::to_string(e.step);
+    f.evidence = ev;
+    f.recommendation = w.advice;
+    return f;
+  }
   if (!std::isnan(e.value)) {
     ev = "value " + Fmt(e.value, 4);
     if (!std::isnan(e.threshold)) {

@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS runs (
   data_wait_share REAL, cost_usd REAL,
   rules_fired TEXT NOT NULL,
   recorded_us INTEGER NOT NULL,
-  summary_json TEXT NOT NULL
+  summary_json TEXT NOT NULL,
+  status TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS runs_start ON runs(start_us);
 CREATE INDEX IF NOT EXISTS runs_name ON runs(name);
@@ -86,6 +87,7 @@ struct HistoryDb::Impl {
     return Status::IOError(std::string("history ") + path + ": " + what + ": " +
                            sqlite3_errmsg(db));
   }
+  Status AddStatusColumn();
   // Runs SQL without results, retrying while another connection holds the lock.
   Status Exec(const char* sql) {
     for (int attempt = 0;; ++attempt) {
@@ -100,8 +102,31 @@ struct HistoryDb::Impl {
   }
 };
 
+// A database made before runs had a status (ended, stopped, crashed) gets the column: its rows
+// read as '' (not known).
+Status HistoryDb::Impl::AddStatusColumn() {
+  bool has = false;
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, "PRAGMA table_info(runs)", -1, &st, nullptr) != SQLITE_OK)
+    return Error("schema");
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    if (Text(st, 1) == "status") has = true;
+  }
+  sqlite3_finalize(st);
+  if (has) return Status::OK();
+  Status s = Exec("ALTER TABLE runs ADD COLUMN status TEXT NOT NULL DEFAULT '';");
+  // another process may have added it between the check and here
+  if (!s.ok() && s.message().find("duplicate column") != std::string::npos) return Status::OK();
+  return s;
+}
+
 HistoryDb::HistoryDb(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HistoryDb::~HistoryDb() = default;
+
+bool HistoryEnabled() {
+  const char* v = std::getenv("TRAINSCOPE_HISTORY");
+  return !(v && (std::string(v) == "0" || std::string(v) == "false" || std::string(v) == "off"));
+}
 
 std::string DefaultHistoryPath() {
   if (const char* h = std::getenv("TRAINSCOPE_HOME"); h && *h) return JoinPath(h, "history.db");
@@ -127,14 +152,26 @@ Result<std::unique_ptr<HistoryDb>> HistoryDb::Open(const std::string& path, Env*
   TS_RETURN_IF_ERROR(impl->Exec("PRAGMA journal_mode=WAL;"));
   TS_RETURN_IF_ERROR(impl->Exec("PRAGMA synchronous=NORMAL;"));
   TS_RETURN_IF_ERROR(impl->Exec(kSchema));
+  TS_RETURN_IF_ERROR(impl->AddStatusColumn());
   return std::unique_ptr<HistoryDb>(new HistoryDb(std::move(impl)));
 }
 
 Status HistoryDb::Record(const HistoryEntry& e) {
   const char* sql =
-      "INSERT OR REPLACE INTO runs (id, name, path, command, start_us, end_us, duration_s, steps,"
+      "INSERT INTO runs (id, name, path, command, start_us, end_us, duration_s, steps,"
       " gpu_util_avg, gpu_util_p95, cpu_util_avg, cpu_util_p95, data_wait_share, cost_usd,"
-      " rules_fired, recorded_us, summary_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+      " rules_fired, recorded_us, summary_json, status)"
+      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+      // a report of a recorded run replaces its row but keeps the status its end recorded
+      " ON CONFLICT(id) DO UPDATE SET name=excluded.name, path=excluded.path,"
+      " command=excluded.command, start_us=excluded.start_us, end_us=excluded.end_us,"
+      " duration_s=excluded.duration_s, steps=excluded.steps,"
+      " gpu_util_avg=excluded.gpu_util_avg, gpu_util_p95=excluded.gpu_util_p95,"
+      " cpu_util_avg=excluded.cpu_util_avg, cpu_util_p95=excluded.cpu_util_p95,"
+      " data_wait_share=excluded.data_wait_share, cost_usd=excluded.cost_usd,"
+      " rules_fired=excluded.rules_fired, recorded_us=excluded.recorded_us,"
+      " summary_json=excluded.summary_json,"
+      " status=CASE WHEN excluded.status = '' THEN runs.status ELSE excluded.status END";
   for (int attempt = 0;; ++attempt) {
     sqlite3_stmt* st = nullptr;
     int rc = sqlite3_prepare_v2(impl_->db, sql, -1, &st, nullptr);
@@ -166,6 +203,7 @@ Status HistoryDb::Record(const HistoryEntry& e) {
       text(15, JoinRules(e.rules_fired));
       sqlite3_bind_int64(st, 16, e.recorded_us ? e.recorded_us : NowMicros());
       text(17, e.summary_json);
+      text(18, e.status);
       rc = sqlite3_step(st);
     }
     sqlite3_finalize(st);
@@ -179,7 +217,7 @@ Result<std::vector<HistoryEntry>> HistoryDb::List(const HistoryFilter& f) {
   std::string sql =
       "SELECT id, name, path, command, start_us, end_us, duration_s, steps, gpu_util_avg,"
       " gpu_util_p95, cpu_util_avg, cpu_util_p95, data_wait_share, cost_usd, rules_fired,"
-      " recorded_us, summary_json FROM runs WHERE start_us >= ?1"
+      " recorded_us, summary_json, status FROM runs WHERE start_us >= ?1"
       " AND (?2 = '' OR instr(name, ?2) > 0)"
       " AND (?3 = '' OR instr(',' || rules_fired || ',', ',' || ?3 || ',') > 0)"
       " ORDER BY start_us DESC, recorded_us DESC";
@@ -211,6 +249,7 @@ Result<std::vector<HistoryEntry>> HistoryDb::List(const HistoryFilter& f) {
         e.rules_fired = SplitRules(Text(st, 14));
         e.recorded_us = sqlite3_column_int64(st, 15);
         e.summary_json = Text(st, 16);
+        e.status = Text(st, 17);
         out.push_back(std::move(e));
       }
     }
@@ -279,7 +318,7 @@ std::vector<std::pair<std::string, int>> RecurringRules(const std::vector<Histor
 }
 
 Status RecordRunInHistory(const std::string& run_dir, const std::string& history_path,
-                          Env* env) {
+                          Env* env, const std::string& status) {
   auto data = LoadRunData(run_dir, env);
   if (!data.ok()) return data.status();
   auto catalog = LoadInstanceCatalog(env);
@@ -288,7 +327,9 @@ Status RecordRunInHistory(const std::string& run_dir, const std::string& history
   RunAnalysis a = Analyze(*data, *cost);
   auto db = HistoryDb::Open(history_path.empty() ? DefaultHistoryPath() : history_path, env);
   if (!db.ok()) return db.status();
-  return (*db)->Record(HistoryEntryFrom(a, env));
+  HistoryEntry e = HistoryEntryFrom(a, env);
+  e.status = status;
+  return (*db)->Record(e);
 }
 
 }  // namespace trainscope

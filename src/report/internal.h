@@ -55,6 +55,7 @@ class StreamBuilder {
     int64_t step;
     int32_t total, data, forward, backward, optimizer;  // µs, negatives (unmeasured) as 0
   };
+  static double Outside(const TrainStep& s);  // time outside the measured phases (µs)
   StreamSeries out_;
   std::vector<TrainStep> steps_;
   std::vector<std::pair<int64_t, double>> waits_;

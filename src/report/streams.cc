@@ -30,6 +30,10 @@ void StreamBuilder::AddStep(const StepRecord& s) {
                     Us32(s.backward_us), Us32(s.optimizer_us)});
 }
 
+double StreamBuilder::Outside(const TrainStep& s) {
+  return std::max(0.0, double(s.total) - s.data - s.forward - s.backward - s.optimizer);
+}
+
 void StreamBuilder::AddCommWait(int64_t step, double us) { waits_.emplace_back(step, us); }
 
 void StreamBuilder::AddScalar(const ScalarRecord& r) {
@@ -66,7 +70,10 @@ StreamSeries StreamBuilder::Finish(const std::string& stream) {
     for (size_t i = 0; i < n && r.has_wait; ++i) {
       while (wi < waits_.size() && waits_[wi].first < steps_[i].step) ++wi;
       if (wi < waits_.size() && waits_[wi].first == steps_[i].step) wait[i] = waits_[wi].second;
-      wait[i] = std::clamp(wait[i], 0.0, static_cast<double>(steps_[i].backward));
+      // The wait lies in the backward phase (DDP reduces during backward); where backward was
+      // not measured it lies in the time outside the phases.
+      wait[i] = std::clamp(wait[i], 0.0, steps_[i].backward > 0 ? double(steps_[i].backward)
+                                                                 : Outside(steps_[i]));
     }
     std::vector<double> v(n);
     auto median_ms = [&](auto part) {
@@ -79,11 +86,9 @@ StreamSeries StreamBuilder::Finish(const std::string& stream) {
     r.wait_ms = median_ms([](S, double w) { return w; });
     r.data_ms = median_ms([](S s, double) { return double(s.data); });
     r.forward_ms = median_ms([](S s, double) { return double(s.forward); });
-    r.backward_ms = median_ms([](S s, double w) { return s.backward - w; });
+    r.backward_ms = median_ms([](S s, double w) { return s.backward > 0 ? s.backward - w : 0; });
     r.optimizer_ms = median_ms([](S s, double) { return double(s.optimizer); });
-    r.other_ms = median_ms([](S s, double) {
-      return std::max(0.0, double(s.total) - s.data - s.forward - s.backward - s.optimizer);
-    });
+    r.other_ms = median_ms([](S s, double w) { return Outside(s) - (s.backward > 0 ? 0 : w); });
   }
   std::vector<TrainStep>().swap(steps_);
   std::vector<std::pair<int64_t, double>>().swap(waits_);

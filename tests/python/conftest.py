@@ -15,6 +15,12 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
+# Runs join the history when they end: the tests' go to a history of their own, never the
+# user's (~/.local/share/trainscope/history.db). Subprocesses inherit it.
+if "TRAINSCOPE_HOME" not in os.environ:
+    import tempfile
+    os.environ["TRAINSCOPE_HOME"] = tempfile.mkdtemp(prefix="trainscope-test-home-")
+
 
 @pytest.fixture
 def run_dir(tmp_path):

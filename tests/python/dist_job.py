@@ -18,7 +18,10 @@ Scenarios:
              same for FSDP1 (FullyShardedDataParallel), use_orig_params True and False.
   bench      median step time with coordinated stops on and off (DIR/bench-<rank>.json).
   straggler  a run dir DIR/<case> per case of --cases: rank --slow-rank slowed by --slow-ms in
-             its data loader (data), in its model's forward (compute), or not at all (none).
+             its data loader (data), in its model's forward (compute), or not at all (none);
+             --no-optimizer: the README's usage, no register_optimizer.
+  naninput   the README's usage; rank 1's input turns infinite at step --inject; every rank
+             must leave at that step (or the next) and keep only finite checkpoints.
 """
 import argparse
 import json
@@ -225,7 +228,8 @@ def straggler(args, rank):
                        rules=[ts.Rule("straggler")] if args.rules else None)
         hook.register_module(ddp)
         hook.register_loss(crit)
-        hook.register_optimizer(opt)
+        if not args.no_optimizer:  # the README's three lines register no optimizer
+            hook.register_optimizer(opt)
         data_ms = args.slow_ms if slow and case == "data" else 0.0
         slow_layer.ms = args.slow_ms if slow and case == "compute" else 0.0
         for x, y in hook.wrap(batches(args.max_steps, 0, data_ms)):
@@ -236,6 +240,37 @@ def straggler(args, rank):
             if args.step_ms:
                 time.sleep(args.step_ms / 1000)
         hook.close()
+    dist.barrier()
+
+
+def nan_input(args, rank):
+    """The README's usage (register_module, register_loss, no register_optimizer) with
+    exploding_tensor + stop_training and a Checkpointer every 10 steps: rank 1's input turns
+    infinite at TRAIN step --inject (so its loss and gradients are non-finite); every rank
+    breaks out when hook.should_stop says so and writes DIR/exit-<rank>.json."""
+    ddp = torch.nn.parallel.DistributedDataParallel(make_model())
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    crit = torch.nn.MSELoss()
+    hook = ts.Hook(out_dir=args.out, system_monitor_interval_ms=0,
+                   rules=[ts.Rule("exploding_tensor", actions=["stop_training"])])
+    hook.register_module(ddp)
+    hook.register_loss(crit)
+    ckpt = ts.Checkpointer(os.path.join(args.out, f"ckpt-{rank}"), ddp, opt, hook=hook,
+                           every_steps=10, keep_last=100, handle_preemption=False)
+    stopped_at = None
+    for i, (x, y) in enumerate(hook.wrap(batches(args.max_steps, rank))):
+        if rank == 1 and i == args.inject:
+            x = x * float("inf")
+        train_step(ddp, crit, opt, x, y, args.step_ms)
+        if hook.should_stop:
+            stopped_at = i
+            break
+    res = {"rank": rank, "stopped_at": stopped_at, "reason": hook.stop_reason,
+           "checkpoints": [c["step"] for c in ckpt.checkpoints()]}
+    ckpt.close()
+    hook.close()
+    with open(os.path.join(args.out, f"exit-{rank}.json"), "w") as f:
+        json.dump(res, f)
     dist.barrier()
 
 
@@ -392,6 +427,8 @@ def main():
     p.add_argument("--slow-rank", type=int, default=1)
     p.add_argument("--slow-ms", type=float, default=20.0)
     p.add_argument("--rules", action="store_true")
+    p.add_argument("--no-optimizer", action="store_true")
+    p.add_argument("--inject", type=int, default=60)
     args = p.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -407,6 +444,8 @@ def main():
             fsdp1_norms(args, rank)
         elif args.scenario == "bench":
             bench(args, rank)
+        elif args.scenario == "naninput":
+            nan_input(args, rank)
         elif args.scenario == "rank0only":
             rank0_only(args, rank)
         else:

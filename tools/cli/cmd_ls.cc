@@ -140,7 +140,8 @@ int Ls(Context& ctx) {
                              {"cpu_util_p95", num(r.cpu_util_p95)},
                              {"data_wait_share", num(r.data_wait_share)},
                              {"cost_usd", num(r.cost_usd)},
-                             {"rules_fired", r.rules_fired}});
+                             {"rules_fired", r.rules_fired},
+                             {"status", r.status}});
     }
     for (const auto& [rule, n] : recurring)
       out["recurring"].push_back({{"rule", rule}, {"runs", n}});
@@ -149,30 +150,32 @@ int Ls(Context& ctx) {
   }
   if (csv) {
     ctx.out << "id,name,path,start,duration_s,steps,gpu_util_avg,gpu_util_p95,cpu_util_avg,"
-               "cpu_util_p95,data_wait_share,cost_usd,rules_fired\n";
+               "cpu_util_p95,data_wait_share,cost_usd,rules_fired,status\n";
     for (const auto& r : *runs) {
       ctx.out << Csv(r.id) << "," << Csv(r.name) << "," << Csv(r.path) << "," << Time(r.start_us)
               << "," << Cell(r.duration_s, "%.1f") << "," << r.steps << ","
               << Cell(r.gpu_util_avg, "%.1f") << "," << Cell(r.gpu_util_p95, "%.1f") << ","
               << Cell(r.cpu_util_avg, "%.1f") << "," << Cell(r.cpu_util_p95, "%.1f") << ","
               << Cell(r.data_wait_share, "%.3f") << "," << Cell(r.cost_usd, "%.2f") << ","
-              << Csv(Rules(r.rules_fired)) << "\n";
+              << Csv(Rules(r.rules_fired)) << "," << Csv(r.status) << "\n";
     }
     return 0;
   }
   if (runs->empty()) {
-    ctx.out << "No runs recorded yet (trainscope report RUN records one).\n";
+    ctx.out << "No runs recorded yet (a run is recorded when it ends, or by trainscope report RUN).\n";
     return 0;
   }
   char line[512];
-  std::snprintf(line, sizeof line, "%-14s %-22s %-16s %8s %8s %5s %5s %5s %8s  %s\n", "ID", "NAME",
-                "START (UTC)", "DURATION", "STEPS", "GPU%", "CPU%", "WAIT", "COST", "RULES FIRED");
+  std::snprintf(line, sizeof line, "%-14s %-22s %-16s %8s %8s %-7s %5s %5s %5s %8s  %s\n", "ID",
+                "NAME", "START (UTC)", "DURATION", "STEPS", "STATUS", "GPU%", "CPU%", "WAIT", "COST",
+                "RULES FIRED");
   ctx.out << line;
   for (const auto& r : *runs) {
     std::string id = r.id.substr(0, 14), name = r.name.substr(0, 22);
-    std::snprintf(line, sizeof line, "%-14s %-22s %-16s %8s %8lld %5s %5s %5s %8s  %s\n",
+    std::snprintf(line, sizeof line, "%-14s %-22s %-16s %8s %8lld %-7s %5s %5s %5s %8s  %s\n",
                   id.c_str(), name.c_str(), Time(r.start_us).c_str(), Dur(r.duration_s).c_str(),
-                  static_cast<long long>(r.steps), Cell(r.gpu_util_avg, "%.0f").c_str(),
+                  static_cast<long long>(r.steps), r.status.empty() ? "-" : r.status.c_str(),
+                  Cell(r.gpu_util_avg, "%.0f").c_str(),
                   Cell(r.cpu_util_avg, "%.0f").c_str(),
                   Cell(r.data_wait_share < 0 ? -1 : r.data_wait_share * 100, "%.0f%%").c_str(),
                   Cell(r.cost_usd, "$%.2f").c_str(), Rules(r.rules_fired).c_str());

@@ -23,6 +23,7 @@
 #include "instrument.h"
 #include "run_status_line.h"
 #include "trainscope/reader.h"
+#include "trainscope/report.h"
 #include "trainscope/rules.h"
 #include "trainscope/run.h"
 #include "trainscope/schema.h"
@@ -218,6 +219,9 @@ int Run(Context& ctx) {
 
   std::map<std::string, std::string> child_env = {{"TRAINSCOPE_RUN_DIR", out},
                                                   {"TRAINSCOPE_MONITORED", "1"}};
+  // --quiet: the hooks in the training say only errors (python/trainscope/_log.py)
+  if (quiet && std::getenv("TRAINSCOPE_LOG_LEVEL") == nullptr)
+    child_env["TRAINSCOPE_LOG_LEVEL"] = "error";
   AddFlightRecorderEnv(out, &child_env);  // torch's flight recorder, where NCCL can be used
   if (!no_instrument) {
     auto ins = PrepareInstrumentation({.run_dir = out,
@@ -352,7 +356,10 @@ int Run(Context& ctx) {
       // under torchrun the launcher's status is not the workers' 76
       if (s.state == "stopped") stopped_at_step = true;
     }
-    captured = DescribeInstrumentation(statuses);
+    // one process that captured (or stopped) said so itself on this stderr: not again here
+    const bool said = statuses.size() == 1 &&
+                      (statuses[0].state == "active" || statuses[0].state == "stopped");
+    if (!said) captured = DescribeInstrumentation(statuses);
   }
   std::string why;
   {
@@ -379,21 +386,33 @@ int Run(Context& ctx) {
   }
   w.AddEvent({schema::event::kChildExited, NowMicros(), exited.dump()});
   w.Close();
+  // The history gets the run at its end (trainscope ls), with how it ended; the hooks in the
+  // child leave that to us (TRAINSCOPE_MONITORED). TRAINSCOPE_HISTORY=0: not recorded.
+  if (HistoryEnabled()) {
+    const char* hstatus = stop_fired || stopped_at_step ? "stopped" : code == 0 ? "ended" : "crashed";
+    Status hs = RecordRunInHistory(out, "", nullptr, hstatus);
+    if (!hs.ok() && !quiet)
+      ctx.err << "trainscope run: warning: run not recorded in the history: " << hs.message()
+              << "\n";
+  }
   if (oom_killed) {
     ctx.err << "trainscope: the training was killed by the kernel's OOM killer (out of memory; "
                "oom_kill "
             << oom_before << " -> " << oom_after << "). The memory curve before it: trainscope "
             << "report " << out << "\n";
   }
-  if (stop_fired) {  // say why the job ended, whatever the child's status says
-    ctx.err << "trainscope: the training was stopped (" << why << "); it ended by "
-            << (stopped_at_step && !termed ? "stopping at a step boundary" : how)
+  // Say why the job ended, whatever the child's status says; a training that stopped at a
+  // step boundary said so itself (one line), so it is only named in the last line here.
+  const bool stopped_quietly = stop_fired && stopped_at_step && !termed;
+  if (stop_fired && !stopped_quietly) {
+    ctx.err << "trainscope: the training was stopped (" << why << "); it ended by " << how
             << (termed ? " (it did not stop at a step boundary: hung?)" : "") << "\n";
   }
   if (!quiet) {
     for (const auto& line : captured) ctx.err << "trainscope: " << line << "\n";
-    ctx.err << "trainscope: run recorded in " << out << " (exit status " << code
-            << "). Next: trainscope report " << out << "\n";
+    ctx.err << "trainscope: run recorded in " << out << " ("
+            << (stopped_quietly ? "stopped by " + why + ", " : std::string()) << "exit status "
+            << code << "). Next: trainscope report " << out << "\n";
   }
   return code;
 }

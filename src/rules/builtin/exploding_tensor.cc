@@ -24,30 +24,48 @@ class ExplodingTensor : public Rule {
     e.threshold = 0;
     double bad = 0;
     bool any = false;
-    auto check = [&](const std::string& name, double count) {
+    std::vector<std::string> what;  // "losses/loss is NaN", "gradients/w has 3 NaN, 1 +Inf"
+    auto check = [&](const std::string& name, double count, std::string words) {
       any = true;
       if (count > 0) {
         e.tensors.push_back(name);
         bad += count;
+        if (what.size() < 3) what.push_back(name + " " + words);
       }
     };
     const bool skipped = AmpSkipped(d);
     for (const auto& s : d.summaries) {
       if (!all_ && !sel_.Matches(s.name)) continue;
       if (skipped && s.name.rfind("gradients/", 0) == 0) continue;
-      check(s.name,
-            static_cast<double>(s.stats.nan + (only_nan_ ? 0 : s.stats.pos_inf + s.stats.neg_inf)));
+      const uint64_t inf = only_nan_ ? 0 : s.stats.pos_inf + s.stats.neg_inf;
+      std::string words = "has";
+      auto part = [&](uint64_t n, const char* kind) {
+        if (n == 0) return;
+        words += std::string(words == "has" ? " " : ", ") + std::to_string(n) + " " + kind;
+      };
+      part(s.stats.nan, "NaN");
+      if (!only_nan_) {
+        part(s.stats.pos_inf, "+Inf");
+        part(s.stats.neg_inf, "-Inf");
+      }
+      words += " value(s)";
+      check(s.name, static_cast<double>(s.stats.nan + inf), words);
     }
     for (const auto& s : d.scalars) {
       if (!all_ && !sel_.Matches(s.name)) continue;
-      check(s.name, std::isnan(s.value) || (!only_nan_ && std::isinf(s.value)) ? 1 : 0);
+      const bool bad_value = std::isnan(s.value) || (!only_nan_ && std::isinf(s.value));
+      check(s.name, bad_value ? 1 : 0,
+            std::isnan(s.value) ? "is NaN" : s.value > 0 ? "is +Inf" : "is -Inf");
     }
     if (!any) return;
     e.value = bad;
     e.violated = bad > 0;
     if (e.violated) {
-      e.message =
-          Fmt(bad) + (only_nan_ ? " NaN" : " NaN/Inf") + " value(s) in " + JoinLimited(e.tensors);
+      // says what happened: "losses/loss is NaN", not a count against a threshold
+      for (size_t i = 0; i < what.size(); ++i) e.message += (i ? "; " : "") + what[i];
+      if (e.tensors.size() > what.size())
+        e.message += " (" + std::to_string(e.tensors.size()) + " tensors in all: " +
+                     JoinLimited(e.tensors) + ")";
     }
     ctx.Report(e);
   }

@@ -15,6 +15,7 @@ TEST(ExplodingTensor, FiresOnNanAndInf) {
   EXPECT_TRUE(ctx.evals[0].violated);
   EXPECT_EQ(ctx.evals[0].value, 2);
   EXPECT_EQ(ctx.evals[0].tensors, std::vector<std::string>{"gradients/a"});
+  EXPECT_EQ(ctx.evals[0].message, "gradients/a has 1 NaN, 1 +Inf value(s)");
 }
 
 TEST(ExplodingTensor, OnlyNanIgnoresInf) {
@@ -36,6 +37,8 @@ TEST(ExplodingTensor, NanLossScalarFires) {
   EXPECT_FALSE(ctx.evals[0].violated);
   EXPECT_TRUE(ctx.evals[1].violated);
   EXPECT_EQ(rule->Selectors().size(), 1u);
+  // says what happened, not "value 1 > threshold 0"
+  EXPECT_NE(ctx.evals[1].message.find(" is NaN"), std::string::npos) << ctx.evals[1].message;
 }
 
 TEST(ExplodingTensor, RegexLimitsSelection) {

@@ -10,7 +10,9 @@
 // time and of each phase; the rank with the most busy time is slow when it exceeds the median
 // of the other ranks by more than `threshold` (relative) and `min_delay_ms`. The phase named
 // is the one whose median exceeds the other ranks' median of it by the most. Without wait
-// scalars (no DDP, or a custom comm hook of the user's) waiting counts as backward.
+// scalars (no DDP, or a custom comm hook of the user's) waiting counts as backward. Where the
+// backward phase was not measured (no loss or optimizer registered) the wait is taken from the
+// time outside the phases, where it then lies.
 #include <algorithm>
 #include <map>
 
@@ -116,10 +118,13 @@ class Straggler : public Rule {
       --it;
       const Sample& s = it->second;
       if (!Ready(k, s)) continue;
-      double w = std::isnan(s.wait) ? 0 : std::min(s.wait, s.phase[kBackward]);
+      // The wait lies in the backward phase (DDP reduces during backward), or, where backward
+      // was not measured, in the time outside the phases.
+      const int in = s.phase[kBackward] > 0 ? kBackward : kOutside;
+      double w = std::isnan(s.wait) ? 0 : std::min(s.wait, s.phase[in]);
       busy.push_back(s.total - w);
       wait.push_back(w);
-      for (int p = 0; p < kPhases; ++p) phase[p].push_back(s.phase[p] - (p == kBackward ? w : 0));
+      for (int p = 0; p < kPhases; ++p) phase[p].push_back(s.phase[p] - (p == in ? w : 0));
     }
     if (busy.size() < window_) return false;
     m->busy = Median(busy);

@@ -8,6 +8,7 @@ namespace {
 // (negative: no wait scalar recorded).
 struct RankStep {
   double data = 1, fwd = 3, bwd = 4, opt = 1, outside = 1, wait = 0;
+  bool bwd_measured = true;  // false: backward_us -1, its time (and the wait) outside
 };
 
 class StragglerTest : public ::testing::Test {
@@ -26,6 +27,7 @@ class StragglerTest : public ::testing::Test {
     r.optimizer_us = static_cast<int64_t>(p.opt * 1000);
     r.end_us = r.start_us + r.data_wait_us + r.forward_us + r.backward_us + r.optimizer_us +
                static_cast<int64_t>(p.outside * 1000);
+    if (!p.bwd_measured) r.backward_us = -1;
     rule_->OnStep(stream, r, ctx_);
     if (p.wait >= 0) {
       StepData d;
@@ -66,6 +68,23 @@ TEST_F(StragglerTest, NamesTheSlowRankAndItsDataWaitNotTheWaitingRank) {
   EXPECT_NE(e->message.find("rank 1 is the straggler"), std::string::npos) << e->message;
   EXPECT_NE(e->message.find("slow phase is data wait"), std::string::npos) << e->message;
   EXPECT_NE(e->message.find("other ranks wait"), std::string::npos) << e->message;
+  for (const auto& ev : ctx_.evals) {
+    if (ev.worker == "worker-0") EXPECT_FALSE(ev.violated);
+  }
+}
+
+// The README's usage measured no backward phase on most steps (no optimizer registered): the
+// waiting rank's wait then lies in its time outside the phases and must still be subtracted.
+TEST_F(StragglerTest, SubtractsTheWaitWhereBackwardWasNotMeasured) {
+  Make();
+  RankStep fast, slow;
+  fast.bwd_measured = slow.bwd_measured = false;
+  slow.data = 12;
+  Lockstep(40, fast, slow);
+  const Evaluation* e = First();
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->worker, "worker-1");
+  EXPECT_NE(e->message.find("slow phase is data wait"), std::string::npos) << e->message;
   for (const auto& ev : ctx_.evals) {
     if (ev.worker == "worker-0") EXPECT_FALSE(ev.violated);
   }
