@@ -53,6 +53,16 @@ void InitRun(py::module_& m) {
       py::arg("run_dir"), py::arg("status"), py::arg("history") = "",
       "Analyses RUN and records it in the run history with `status` (ended, stopped, "
       "crashed): what the run end does (report.h RecordRunInHistory).");
+  m.def(
+      "check_run_location",
+      [](const std::string& location) -> py::object {
+        Status s = CheckRunLocation(location);
+        if (s.ok()) return py::none();
+        return py::str(s.message());
+      },
+      py::arg("location"),
+      "None for a file system path; the message for a URL (s3://, gs://, file:...), which is "
+      "not a run or checkpoint location.");
   m.def("history_enabled", &HistoryEnabled, "False with TRAINSCOPE_HISTORY=0.");
   m.def(
       "read_manifest",

@@ -37,6 +37,7 @@ import signal
 import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from . import _core
 from ._checkpoint_files import (clean_temp, delete_checkpoint, list_checkpoints,  # noqa: F401
                                 verify_checkpoint, write_checkpoint)
 from ._checkpoint_files import now_us as _now_us
@@ -44,6 +45,7 @@ from ._checkpoint_state import _TRAIN, FORMAT, VERSION, CheckpointState  # noqa:
 from ._hook_link import HookLink
 from ._preemption import (PREEMPTED_EXIT_CODE, PreemptionSignals,  # noqa: F401
                           preemption_safe_worker_init)
+from ._errors import ConfigError
 from ._schema import EVENT
 from .rollback import Rollback, RollbackExecutor, is_rollback_action, split_rollback  # noqa: F401
 
@@ -79,6 +81,9 @@ class Checkpointer(CheckpointState, PreemptionSignals):
                  preempt_signals: Optional[Sequence[int]] = None, exit_on_preempt: bool = True,
                  rollback: Optional[Rollback] = None, check_finite: bool = True,
                  rollback_poll_ms: int = 10):
+        bad = _core.check_run_location(str(dir))
+        if bad:  # s3://..., gs://...: a clear error, never a local folder named "s3:"
+            raise ConfigError("Checkpointer", "dir", dir, "a directory path", bad)
         self.dir = os.path.abspath(str(dir))
         self.model = model
         if optimizer is None:

@@ -81,6 +81,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
     Args:
         out_dir: the run directory. Under ``trainscope run`` ($TRAINSCOPE_RUN_DIR) the hook
             writes into that run instead. Default: ./trainscope-runs/<date>-<time>-<pid>.
+            A URL (s3://, gs://, file:...) is a ConfigError: a directory is needed.
         save_interval: default save interval (steps of the mode) of every collection.
         collections: names or ts.Collection objects; default losses, scalars, weights and
             gradients (summaries every save_interval steps; losses every step).
@@ -154,6 +155,9 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             strict=strict, auto_step=auto_step, worker=worker, run_name=run_name,
             max_errors=max_errors, writer_options=writer_options))
         out_dir, rules, actions = args["out_dir"], args["rules"], args["actions"]
+        bad = _core.check_run_location(str(out_dir)) if out_dir else None
+        if bad:  # s3://..., gs://...: a clear error, never a local folder named "s3:"
+            raise ConfigError("Hook", "out_dir", out_dir, "a directory path", bad)
         # ---- state that must exist even when setup fails -------------------------------
         # The per-step fast path in C (python/stepclock/) owns the step state:
         # counters, mode, the open step and its phase timings, the next save steps, and the

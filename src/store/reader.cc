@@ -12,6 +12,7 @@
 
 #include "store/format.h"
 #include "store/reader_impl.h"
+#include "trainscope/run.h"
 #include "trainscope/schema.h"
 
 namespace trainscope {
@@ -28,6 +29,7 @@ Result<std::unique_ptr<RunReader>> RunReader::Open(const std::string& run_dir,
                                                    const ReadOptions& options,
                                                    RecordVisitor* visitor, Env* env) {
   if (!env) env = Env::Default();
+  TS_RETURN_IF_ERROR(CheckRunLocation(run_dir));
   if (!env->IsDirectory(run_dir)) {
     return Status::NotFound(run_dir + ": no such run directory" +
                             (env->FileExists(run_dir) ? " (it is a file)" : ""));

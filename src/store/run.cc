@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -117,8 +118,39 @@ Result<RunManifest> ReadManifest(const std::string& run_dir, Env* env) {
   return ManifestFromJson(text);
 }
 
+Status CheckRunLocation(const std::string& location) {
+  // scheme ":" per RFC 3986: a letter, then letters, digits, "+", "-", "."
+  size_t i = 0;
+  if (location.empty() || !std::isalpha(static_cast<unsigned char>(location[0])))
+    return Status::OK();
+  while (i < location.size() && (std::isalnum(static_cast<unsigned char>(location[i])) ||
+                                 location[i] == '+' || location[i] == '-' || location[i] == '.'))
+    ++i;
+  if (i >= location.size() || location[i] != ':' || i < 2) return Status::OK();  // "C:" no
+  const std::string scheme = location.substr(0, i);
+  std::string lower;
+  for (char c : scheme) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string rest = location.substr(i + 1);
+  if (lower == "file") {
+    const size_t p = rest.find_first_not_of('/');
+    return Status::InvalidArgument(location + ": give the path itself, not a file URL (/" +
+                                   (p == std::string::npos ? "" : rest.substr(p)) + ")");
+  }
+  if (rest.rfind("//", 0) != 0) return Status::OK();  // "run:1", "a:b": a name with a colon
+  if (lower == "s3" || lower == "s3a" || lower == "s3n") {
+    return Status::InvalidArgument(
+        location + ": object storage (s3://) is not supported by this version of trainscope: "
+                   "a run or checkpoint location is a directory on a local or shared file system "
+                   "(a bucket mounted with mountpoint-s3 or s3fs works as one)");
+  }
+  return Status::InvalidArgument(location + ": '" + scheme +
+                                 "://' is not supported: a run or checkpoint location is a "
+                                 "directory on a local or shared file system");
+}
+
 Status CreateOrOpenRun(const std::string& run_dir, RunManifest* manifest, Env* env) {
   if (!env) env = Env::Default();
+  TS_RETURN_IF_ERROR(CheckRunLocation(run_dir));
   TS_RETURN_IF_ERROR(env->CreateDirs(run_dir));
   std::string path = JoinPath(run_dir, schema::kManifestFile);
   if (env->FileExists(path)) {

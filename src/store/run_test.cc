@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "util/json_depth.h"
@@ -11,6 +12,29 @@
 
 namespace trainscope {
 namespace {
+
+TEST(RunLocation, UrlsAreClearErrorsNotFoldersNamedAfterThem) {
+  for (const char* url : {"s3://bucket/run1", "S3://b/r", "gs://b/r", "hdfs://nn/r",
+                          "file:///tmp/r", "file:runs/r"}) {
+    Status s = CheckRunLocation(url);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << url;
+    EXPECT_NE(s.message().find(url), std::string::npos) << s.message();
+  }
+  EXPECT_NE(CheckRunLocation("s3://bucket/run1").message().find("object storage"),
+            std::string::npos);
+  for (const char* path : {"runs/exp1", "/tmp/a:b", "run:1", "C:/x", "./s3:/x", ""})
+    EXPECT_TRUE(CheckRunLocation(path).ok()) << path;
+  auto dir = std::filesystem::temp_directory_path() / "ts_run_location_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  RunManifest m;
+  EXPECT_FALSE(CreateOrOpenRun("s3://bucket/run1", &m).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir / "s3:"));  // nothing made
+  std::filesystem::current_path(cwd);
+  std::filesystem::remove_all(dir);
+}
 
 TEST(RunManifest, WrittenManifestReadsBack) {
   RunManifest m;

@@ -139,6 +139,10 @@ int Run(Context& ctx) {
             << "\n";
     return 2;
   }
+  if (Status loc = CheckRunLocation(out); !out.empty() && !loc.ok()) {  // s3://... : not a dir
+    ctx.err << "trainscope run: --out " << loc.message() << "\n";
+    return 2;
+  }
   std::vector<RuleConfig> rules;
   if (!rule_names.empty()) {
     auto r = ParseRuleNames(rule_names);
