@@ -23,6 +23,9 @@ TEST(ClosestNames, RanksByCommonSubstringThenDistance) {
 }  // namespace
 }  // namespace trainscope::rules
 
+namespace trainscope::rules {
+namespace {
+
 TEST(ClosestNames, NearestNameForTypos) {
   const std::vector<std::string> actions = {"stop_training", "webhook", "exec", "log", "rollback"};
   EXPECT_EQ(NearestName("stop_trainin", actions), "stop_training");
@@ -34,3 +37,6 @@ TEST(ClosestNames, NearestNameForTypos) {
             "; did you mean 'exploding_tensor'?");
   EXPECT_EQ(DidYouMean("zz", {"exploding_tensor"}), "");
 }
+
+}  // namespace
+}  // namespace trainscope::rules
