@@ -23,7 +23,8 @@ Prints the Python stacks of every thread that each rank's hook captured into RUN
 stalled_training_loop fired (the newest capture per rank; --all: every capture). --brief prints
 one line per rank: where its main thread is. --capture first asks every running hook to capture
 now (RUN/control/stacks.json) and waits up to --wait-s seconds (default 5) for one capture per
-worker stream of the run.)";
+worker stream of the run.
+Exit status (docs/cli.md): 0 stacks printed, 3 none captured or no such run, 2 usage error.)";
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
