@@ -47,6 +47,9 @@ struct ParamSpec {
   std::string default_value;
   bool none_default = false;  // SageMaker's "None": unset unless given
   std::string help;           // one line for docs and `trainscope watch --list`
+  // Numbers are >= 0 unless the parameter says it takes negative values (a lower bound of an
+  // activation range); NaN never.
+  bool negative_ok = false;
 };
 
 // Typed parameter values of one rule instance, validated against its ParamSpecs.
@@ -249,6 +252,17 @@ Result<std::vector<RuleConfig>> ParseRuleNames(
     const std::string& comma_separated, const RuleRegistry& registry = RuleRegistry::BuiltIn());
 // The rules `trainscope watch` runs when none are given.
 std::vector<std::string> DefaultRuleNames();
+// The one message for a name nobody defined, wherever it was typed (the CLI, a config file,
+// the Python API): "unknown rule 'x'; did you mean 'y'?", "rule r: unknown action 'x'; did you
+// mean 'y'? (valid actions: ...)", "rule r: unknown parameter 'x'; did you mean 'y'? (...)".
+Status UnknownRuleStatus(const std::string& name,
+                         const RuleRegistry& registry = RuleRegistry::BuiltIn());
+Status UnknownActionStatus(const std::string& rule, const std::string& action);
+Status UnknownParameterStatus(const std::string& rule, const std::string& name,
+                              const std::vector<ParamSpec>& specs);
+// An action given by name alone (`--actions`, Hook(actions=[...])): stop_training or log;
+// webhook, exec and rollback need their fields (a config file, ts.Rollback).
+Result<ActionSpec> ParseActionName(const std::string& name);
 // Requirements of a configured rule (validates it like the engine does).
 Result<RuleRequirements> RequirementsOf(const RuleConfig& config,
                                         const RuleRegistry& registry = RuleRegistry::BuiltIn());

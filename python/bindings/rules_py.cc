@@ -72,6 +72,17 @@ const char* ParamTypeName(ParamType t) {
 void InitRules(py::module_& m) {
   m.def("rule_names", [] { return RuleRegistry::BuiltIn().Names(); });
   m.def("default_rule_names", &DefaultRuleNames);
+  m.def(
+      "action_name_error",
+      [](const std::string& name) -> std::string {
+        for (const char* known : {"stop_training", "log", "rollback", "webhook", "exec"}) {
+          if (name == known) return "";  // webhook/exec: their fields are checked with the rule
+        }
+        return UnknownActionStatus("", name).message();
+      },
+      py::arg("name"),
+      "The core's message for an action name that does not exist (with the nearest name), or "
+      "\"\" for a known one.");
   m.def("rule_types", [] {
     py::list out;
     for (const auto& t : RuleRegistry::BuiltIn().types()) {
@@ -86,6 +97,7 @@ void InitRules(py::module_& m) {
         pd["default"] =
             p.none_default ? py::object(py::none()) : py::object(py::str(p.default_value));
         pd["help"] = p.help;
+        pd["negative_ok"] = p.negative_ok;
         params.append(pd);
       }
       d["params"] = params;

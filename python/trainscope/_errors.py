@@ -12,6 +12,7 @@ Each message names the argument, the value given and what is allowed::
 """
 from __future__ import annotations
 
+import json
 import operator
 import os
 from typing import Any, Iterable, Optional
@@ -149,33 +150,49 @@ def check_hook_arguments(a: dict) -> dict:
         raise ConfigError(w, "writer_options", a["writer_options"], "None or a dict")
     out["rules"] = _check_rules(a["rules"])
     out["actions"] = _check_actions(a["actions"])
+    if out["actions"] and not out["rules"]:
+        # Hook(actions=["stop_training"]) alone watches nothing: a forgotten or misspelt
+        # rules= would silently turn auto-stop off.
+        raise ConfigError(w, "actions", a["actions"], "rules=[...] to act on as well",
+                          "actions apply to the rules given with them, and no rules are given")
     return out
 
 
 def _check_rules(rules) -> list:
+    from . import _core
     from . import rules as _rules
     items = as_list(rules)
     allowed = ("built-in rule names (ts.rule_names()), ts.Rule objects, custom ts.Rule "
                "subclasses or dicts, or one of them")
-    known = set(_rules.rule_names())
     for r in items:
         if isinstance(r, str):
-            if known and r not in known:
-                from ._modes import nearest
-                near = nearest(r, sorted(known))
-                raise ConfigError("Hook", "rules", r, allowed, "no built-in rule of that name" +
-                                  (f"; did you mean {', '.join(map(repr, near))}?" if near else ""))
+            if getattr(_core, "HAVE_RULES", False):
+                try:  # the core's message, the same as the CLI's and a config file's
+                    _core.validate_rules_config(json.dumps({"rules": [r]}))
+                except ValueError as e:
+                    raise ConfigError("Hook", "rules", r, allowed, str(e)) from None
         elif not isinstance(r, (_rules.Rule, dict)):
             raise ConfigError("Hook", "rules", rules, allowed)
     return items
 
 
-def _check_actions(actions) -> list:
+def check_action_names(where: str, actions) -> list:
+    """Actions as names, dicts or ts.Rollback; an unknown name raises ConfigError with the
+    core's message (the nearest name included), as `--actions` and config files do."""
+    from . import _core
     from .checkpoint import is_rollback_action
     items = as_list(actions)
+    allowed = ('action names ("stop_training", "log", "rollback"), action dicts or '
+               "ts.Rollback, or one of them")
     for x in items:
         if not isinstance(x, (str, dict)) and not is_rollback_action(x):
-            raise ConfigError("Hook", "actions", actions,
-                              'action names ("stop_training", "log"), action dicts or '
-                              "ts.Rollback, or one of them")
+            raise ConfigError(where, "actions", actions, allowed)
+        if isinstance(x, str) and hasattr(_core, "action_name_error"):
+            why = _core.action_name_error(x)
+            if why:
+                raise ConfigError(where, "actions", x, allowed, why)
     return items
+
+
+def _check_actions(actions) -> list:
+    return check_action_names("Hook", actions)

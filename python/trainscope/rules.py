@@ -100,10 +100,20 @@ def _action_values(actions) -> list:
 
 
 def _param_value(v):
+    """A parameter as JSON has it, its type kept: the engine checks it against the rule's
+    (docs/rules.md). JSON has no infinity or NaN: they go as "inf", "-inf" and "nan"."""
     if isinstance(v, (list, tuple)):
-        return [str(x) for x in v]
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
+        return [x if isinstance(x, str) else _param_value(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if v is None or isinstance(v, (bool, int, float, str, dict)):
+        return v  # a dict is refused by the engine, never turned into its text
+    if type(v).__name__ in ("bool_",):  # numpy.bool_
+        return bool(v)
+    if hasattr(v, "__index__"):  # numpy integers
+        return int(v)
+    if hasattr(v, "__float__") and not isinstance(v, str):
+        return _param_value(float(v))
     return str(v)
 
 
@@ -123,10 +133,12 @@ def _as_rule(r) -> Rule:
 def split_rules(rules, actions) -> Tuple[List[Rule], List[Rule]]:
     """(built-in rules, custom Python rules); validates built-in ones with the engine. One rule
     (a name, a ts.Rule, a dict) may be given alone, one action likewise."""
+    from ._errors import check_action_names
     if isinstance(rules, (str, Rule, dict)):
         rules = [rules]
     if isinstance(actions, (str, dict)):
         actions = [actions]
+    check_action_names("rules", actions)
     rules = [_as_rule(r) for r in rules or []]
     builtin = [r for r in rules if not r.is_custom]
     custom = [r for r in rules if r.is_custom]

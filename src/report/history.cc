@@ -348,8 +348,21 @@ Result<HistoryEntry> LookupRun(const std::string& key, const std::string& histor
     return HistoryEntryFrom(Analyze(*data, *cost), env);
   }
   auto db = HistoryDb::Open(history_path.empty() ? DefaultHistoryPath() : history_path, env);
-  if (!db.ok()) return db.status();
-  return (*db)->Find(key);
+  auto found = db.ok() ? (*db)->Find(key) : Result<HistoryEntry>(db.status());
+  if (found.ok() || !found.status().IsNotFound()) return found;
+  // Not in the history: say what the key looked like on disk, not only "no run in the history"
+  // (`show runs/exp1` for a directory that is not a run, or a path that does not exist).
+  if (env->IsDirectory(key)) {
+    return Status::NotFound("'" + key + "' is a directory but not a run (no " +
+                            std::string(schema::kManifestFile) + "), and no run of that name "
+                            "or path is in the history");
+  }
+  if (key.find('/') != std::string::npos || env->FileExists(key)) {
+    return Status::NotFound("no run directory '" + key + "' (" +
+                            (env->FileExists(key) ? "it is a file" : "it does not exist") +
+                            "), and no run of that path is in the history");
+  }
+  return found;
 }
 
 }  // namespace trainscope

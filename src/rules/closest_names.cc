@@ -56,4 +56,28 @@ std::vector<std::string> ClosestNames(const std::vector<std::string>& hints,
   return out;
 }
 
+std::string NearestName(const std::string& given, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_dist = SIZE_MAX;
+  for (const auto& n : names) {
+    if (n == given) return n;
+    size_t d = EditDistance(given, n);
+    const bool prefix = given.size() >= 3 && n.size() > given.size() &&
+                        EditDistance(given, n.substr(0, given.size())) == 0;
+    if (prefix) d = std::min(d, size_t{1});
+    if (d < best_dist || (d == best_dist && n < best)) {
+      best_dist = d;
+      best = n;
+    }
+  }
+  if (best.empty()) return "";
+  const size_t longer = std::max(given.size(), best.size());
+  return best_dist <= std::max<size_t>(1, longer / 3) ? best : "";
+}
+
+std::string DidYouMean(const std::string& given, const std::vector<std::string>& names) {
+  std::string n = NearestName(given, names);
+  return n.empty() ? "" : "; did you mean '" + n + "'?";
+}
+
 }  // namespace trainscope::rules

@@ -22,3 +22,21 @@ TEST(ClosestNames, RanksByCommonSubstringThenDistance) {
 
 }  // namespace
 }  // namespace trainscope::rules
+
+namespace trainscope::rules {
+namespace {
+
+TEST(ClosestNames, NearestNameForTypos) {
+  const std::vector<std::string> actions = {"stop_training", "webhook", "exec", "log", "rollback"};
+  EXPECT_EQ(NearestName("stop_trainin", actions), "stop_training");
+  EXPECT_EQ(NearestName("stop", actions), "stop_training");  // a prefix
+  EXPECT_EQ(NearestName("Log", actions), "log");
+  EXPECT_EQ(NearestName("xyzzy", actions), "");  // nothing near: no guess
+  EXPECT_EQ(DidYouMean("--rule", {"--rules", "--out", "--config"}), "; did you mean '--rules'?");
+  EXPECT_EQ(DidYouMean("exploding_tensr", {"exploding_tensor", "dead_loss"}),
+            "; did you mean 'exploding_tensor'?");
+  EXPECT_EQ(DidYouMean("zz", {"exploding_tensor"}), "");
+}
+
+}  // namespace
+}  // namespace trainscope::rules

@@ -1,8 +1,11 @@
 // Rules configuration: JSON config files and comma-separated rule names (docs/rules.md).
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <nlohmann/json.hpp>
 
+#include "rules/closest_names.h"
 #include "rules/yaml_config.h"
 #include "trainscope/rules.h"
 
@@ -17,23 +20,80 @@ std::string JoinNames(const std::vector<std::string>& v) {
   return out;
 }
 
-Result<std::string> ParamText(const std::string& rule, const std::string& name, const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_boolean()) return std::string(v.get<bool>() ? "true" : "false");
-  if (v.is_null()) return std::string("None");
-  if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());  // 2^63 and above too
-  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
-  if (v.is_number()) return v.dump();
-  if (v.is_array()) {  // collection_names as a list
-    std::string out;
-    for (const auto& e : v) {
-      if (!e.is_string()) break;
-      out += (out.empty() ? "" : ",") + e.get<std::string>();
-    }
-    return out;
+// "unknown field 'x'; did you mean 'y'? (valid fields: ...)".
+Status UnknownField(const std::string& where, const std::string& what, const std::string& given,
+                    const std::vector<std::string>& valid) {
+  return Status::InvalidArgument(where + "unknown " + what + " '" + given + "'" +
+                                 rules::DidYouMean(given, valid) + " (valid " + what +
+                                 "s: " + JoinNames(valid) + ")");
+}
+
+std::string Shown(const json& v) {
+  std::string d = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (d.size() > 60) d = d.substr(0, 57) + "...";
+  const char* kind = v.is_string()    ? "a string"
+                     : v.is_boolean() ? "a boolean"
+                     : v.is_number()  ? "a number"
+                     : v.is_null()    ? "null"
+                     : v.is_array()   ? "a list"
+                                      : "an object";
+  return d + " (" + kind + ")";
+}
+
+// A parameter's JSON value as the text RuleParams parses, after checking that its JSON type is
+// the parameter's: a number for numbers (or "inf"/"-inf", which JSON cannot write), true/false
+// for booleans, a string for strings and regexes (a list of strings for collection_names),
+// null for a parameter whose default is None. "5" for a number and "yes" or 1 for a boolean
+// were accepted before, and the rule then ran with a value nobody meant.
+Result<std::string> ParamText(const std::string& rule, const ParamSpec& spec, const json& v) {
+  auto bad = [&](const std::string& what) {
+    return Status::InvalidArgument("rule " + rule + ": parameter '" + spec.name + "' must be " +
+                                   what + (spec.none_default ? " or null" : "") + ", got " +
+                                   Shown(v));
+  };
+  if (v.is_null()) {
+    if (spec.none_default) return std::string("None");
+    return bad(spec.type == ParamType::kBool     ? "true or false"
+               : spec.type == ParamType::kInt    ? "an integer"
+               : spec.type == ParamType::kDouble ? "a number"
+                                                 : "a string");
   }
-  return Status::InvalidArgument("rule " + rule + ": parameter '" + name +
-                                 "' must be a number, bool or string");
+  switch (spec.type) {
+    case ParamType::kBool:
+      if (!v.is_boolean()) return bad("true or false");
+      return std::string(v.get<bool>() ? "true" : "false");
+    case ParamType::kInt:
+      if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());  // range: RuleParams
+      if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+      if (v.is_number_float()) return v.dump();  // 5.0 is 5; 5.5 is refused by RuleParams
+      return bad("an integer");
+    case ParamType::kDouble:
+      if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());
+      if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+      if (v.is_number_float()) return v.dump();
+      if (v.is_string()) {  // JSON has no infinity; "nan" reaches RuleParams' message
+        std::string t = v.get<std::string>();
+        for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (t == "inf" || t == "+inf" || t == "-inf" || t == "infinity" || t == "-infinity" ||
+            t == "nan") {
+          return v.get<std::string>();
+        }
+      }
+      return bad("a number");
+    case ParamType::kString:
+    case ParamType::kRegex:
+      if (v.is_string()) return v.get<std::string>();
+      if (v.is_array() && spec.name == "collection_names") {
+        std::string out;
+        for (const auto& e : v) {
+          if (!e.is_string()) return bad("a string or a list of strings");
+          out += (out.empty() ? "" : ",") + e.get<std::string>();
+        }
+        return out;
+      }
+      return bad(spec.name == "collection_names" ? "a string or a list of strings" : "a string");
+  }
+  return bad("a valid value");
 }
 
 // {"type":"rollback","lr_factor":0.5,"skip_batches":0,"max_rollbacks":3,"recovery_steps":null,
@@ -46,8 +106,7 @@ Result<ActionSpec> ParseRollback(const std::string& rule, const json& j, ActionS
   if (j.is_object()) {
     for (const auto& [k, v] : j.items()) {
       if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
-        return Status::InvalidArgument("rule " + rule + ": unknown rollback field '" + k +
-                                       "'; valid fields: " + JoinNames(kKeys));
+        return UnknownField("rule " + rule + ": ", "rollback field", k, kKeys);
       }
       if (k == "type") continue;
       if (!v.is_number() && !(k == "recovery_steps" && v.is_null())) {
@@ -89,17 +148,14 @@ Result<ActionSpec> ParseAction(const std::string& rule, const json& j) {
     a.type = ActionType::kRollback;
     return ParseRollback(rule, j, a);
   } else {
-    return Status::InvalidArgument("rule " + rule + ": unknown action '" + type +
-                                   "'; valid actions: stop_training, webhook, exec, log, "
-                                   "rollback");
+    return UnknownActionStatus(rule, type);
   }
   if (j.is_object()) {
     static const std::vector<std::string> kKeys = {"type",       "url",     "command",
                                                    "timeout_ms", "retries", "min_interval_s"};
     for (const auto& [k, v] : j.items()) {
       if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
-        return Status::InvalidArgument("rule " + rule + ": unknown action field '" + k +
-                                       "'; valid fields: " + JoinNames(kKeys));
+        return UnknownField("rule " + rule + ": ", "action field", k, kKeys);
       }
     }
     // Checked, never converted: nlohmann's get<int>() of 1e300 is undefined behaviour and of
@@ -183,8 +239,7 @@ Result<RuleConfig> ParseEntry(const json& e, const RuleRegistry& registry) {
     c.type = e["name"].get<std::string>();
     for (const auto& [k, v] : e.items()) {
       if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
-        return Status::InvalidArgument("rule " + c.type + ": unknown field '" + k +
-                                       "'; valid fields: " + JoinNames(kKeys));
+        return UnknownField("rule " + c.type + ": ", "field", k, kKeys);
       }
     }
     if (e.contains("id")) {
@@ -195,8 +250,23 @@ Result<RuleConfig> ParseEntry(const json& e, const RuleRegistry& registry) {
       if (!e["params"].is_object()) {
         return Status::InvalidArgument("rule " + c.type + ": \"params\" must be an object");
       }
+      const RuleType* type = registry.Find(c.type);
+      if (!type) return UnknownRuleStatus(c.type, registry);
       for (const auto& [k, v] : e["params"].items()) {
-        auto text = ParamText(c.type, k, v);
+        const ParamSpec* spec = nullptr;
+        for (const auto& s : type->params) spec = s.name == k ? &s : spec;
+        if (spec == nullptr) {
+          if (k == "min_consecutive" || k == "remind_every_steps" || k == "recover_after") {
+            if (!v.is_number_integer()) {
+              return Status::InvalidArgument("rule " + c.type + ": \"" + k +
+                                             "\" must be an integer, got " + Shown(v));
+            }
+            c.params[k] = v.dump();
+            continue;
+          }
+          return UnknownParameterStatus(c.type, k, type->params);
+        }
+        auto text = ParamText(c.type, *spec, v);
         if (!text.ok()) return text.status();
         c.params[k] = text.value();
       }
@@ -204,7 +274,8 @@ Result<RuleConfig> ParseEntry(const json& e, const RuleRegistry& registry) {
     for (const char* key : {"min_consecutive", "remind_every_steps", "recover_after"}) {
       if (!e.contains(key)) continue;
       if (!e[key].is_number_integer()) {
-        return Status::InvalidArgument("rule " + c.type + ": \"" + key + "\" must be an integer");
+        return Status::InvalidArgument("rule " + c.type + ": \"" + key +
+                                       "\" must be an integer, got " + Shown(e[key]));
       }
       c.params[key] = e[key].is_number_unsigned() ? std::to_string(e[key].get<uint64_t>())
                                                   : std::to_string(e[key].get<int64_t>());
@@ -248,6 +319,38 @@ Result<RuleConfig> ParseEntry(const json& e, const RuleRegistry& registry) {
 
 }  // namespace
 
+Status UnknownRuleStatus(const std::string& name, const RuleRegistry& registry) {
+  const auto names = registry.Names();
+  const std::string near = rules::DidYouMean(name, names);
+  return Status::InvalidArgument(
+      "unknown rule '" + name + "'" +
+      (near.empty() ? " (" + std::to_string(names.size()) +
+                          " built-in rules: `trainscope watch --list` or ts.rule_names())"
+                    : near));
+}
+
+Status UnknownActionStatus(const std::string& rule, const std::string& action) {
+  static const std::vector<std::string> kActions = {"stop_training", "webhook", "exec", "log",
+                                                    "rollback"};
+  return Status::InvalidArgument((rule.empty() ? "" : "rule " + rule + ": ") +
+                                 "unknown action '" + action + "'" +
+                                 rules::DidYouMean(action, kActions) +
+                                 " (valid actions: " + JoinNames(kActions) + ")");
+}
+
+Status UnknownParameterStatus(const std::string& rule, const std::string& name,
+                              const std::vector<ParamSpec>& specs) {
+  std::vector<std::string> valid;
+  for (const auto& s : specs) valid.push_back(s.name);
+  std::vector<std::string> all = valid;
+  for (const char* k : {"min_consecutive", "remind_every_steps", "recover_after"}) all.push_back(k);
+  return Status::InvalidArgument("rule " + rule + ": unknown parameter '" + name + "'" +
+                                 rules::DidYouMean(name, all) + " (valid parameters: " +
+                                 (valid.empty() ? std::string("(none)") : JoinNames(valid)) +
+                                 "; every rule also takes min_consecutive, remind_every_steps "
+                                 "and recover_after)");
+}
+
 std::string_view ActionTypeName(ActionType t) {
   switch (t) {
     case ActionType::kStopTraining:
@@ -266,10 +369,7 @@ std::string_view ActionTypeName(ActionType t) {
 
 Result<RuleRequirements> RequirementsOf(const RuleConfig& c, const RuleRegistry& registry) {
   const RuleType* type = registry.Find(c.type);
-  if (!type) {
-    return Status::InvalidArgument("unknown rule '" + c.type +
-                                   "'; valid rules: " + JoinNames(registry.Names()));
-  }
+  if (!type) return UnknownRuleStatus(c.type, registry);
   auto params = RuleParams::Parse(c.type, type->params, c.params);
   if (!params.ok()) return params.status();
   auto rule = type->create(params.value());  // runs the rule's own checks
@@ -298,8 +398,7 @@ Result<std::vector<RuleConfig>> ParseRulesConfig(const std::string& text,
   if (root.is_object()) {
     for (const auto& [k, v] : root.items()) {
       if (k != "rules") {
-        return Status::InvalidArgument("rules config: unknown top-level field '" + k +
-                                       "'; expected {\"rules\": [...]}");
+        return UnknownField("rules config: ", "top-level field", k, {"rules"});
       }
     }
     if (!root.contains("rules")) {
@@ -335,6 +434,18 @@ Result<std::vector<RuleConfig>> ParseRuleNames(const std::string& names,
   }
   if (out.empty()) return Status::InvalidArgument("no rule names given");
   return out;
+}
+
+Result<ActionSpec> ParseActionName(const std::string& name) {
+  if (name == "stop_training") return ActionSpec{.type = ActionType::kStopTraining};
+  if (name == "log") return ActionSpec{.type = ActionType::kLog};
+  if (name == "webhook" || name == "exec" || name == "rollback") {
+    return Status::InvalidArgument("action '" + name +
+                                   "' needs its fields: give it in a rules config file "
+                                   "(--config; docs/rules.md) or as ts.Rollback in Python");
+  }
+  Status st = UnknownActionStatus("", name);
+  return Status::InvalidArgument(st.message());
 }
 
 std::vector<std::string> DefaultRuleNames() {

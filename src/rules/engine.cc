@@ -446,11 +446,7 @@ Result<std::unique_ptr<RuleEngine>> RuleEngine::Create(const std::vector<RuleCon
   std::set<std::string> ids;
   for (const auto& cfg : rules) {
     const RuleType* type = registry.Find(cfg.type);
-    if (!type) {
-      std::string valid;
-      for (const auto& n : registry.Names()) valid += (valid.empty() ? "" : ", ") + n;
-      return Status::InvalidArgument("unknown rule '" + cfg.type + "'; valid rules: " + valid);
-    }
+    if (!type) return UnknownRuleStatus(cfg.type, registry);
     auto params = RuleParams::Parse(cfg.type, type->params, cfg.params);
     if (!params.ok()) return params.status();
     auto rule = type->create(params.value());

@@ -10,12 +10,6 @@
 namespace trainscope {
 namespace {
 
-std::string ValidNames(const std::vector<ParamSpec>& specs) {
-  std::string out;
-  for (const auto& s : specs) out += (out.empty() ? "" : ", ") + s.name;
-  return out.empty() ? "(none)" : out;
-}
-
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -92,10 +86,7 @@ Result<RuleParams> RuleParams::Parse(const std::string& rule, const std::vector<
   for (const auto& [name, value] : given) {
     bool known = false;
     for (const auto& s : specs) known = known || s.name == name;
-    if (!known) {
-      return Status::InvalidArgument("rule " + rule + ": unknown parameter '" + name +
-                                     "'; valid parameters: " + ValidNames(specs));
-    }
+    if (!known) return UnknownParameterStatus(rule, name, specs);
   }
   RuleParams p;
   for (const auto& spec : specs) {
@@ -119,21 +110,24 @@ Result<RuleParams> RuleParams::Parse(const std::string& rule, const std::vector<
     };
     switch (spec.type) {
       case ParamType::kDouble:
-        if (!ParseDoubleText(text, &v.d)) return bad("a number");
+        if (!ParseDoubleText(text, &v.d)) return bad("a number (not NaN)");
+        if (v.d < 0 && !spec.negative_ok) return bad("a number >= 0");
         break;
       case ParamType::kInt: {
         double d = 0;
         if (!ParseDoubleText(text, &d) || d != std::floor(d) || std::fabs(d) > 9e15) {
           return bad("an integer");
         }
+        if (d < 0 && !spec.negative_ok) return bad("an integer >= 0");
         v.i = static_cast<int64_t>(d);
         v.d = d;
         break;
       }
       case ParamType::kBool:
-        if (lower == "true" || lower == "1" || lower == "yes") {
+        // Only true/false: "yes", "1" or "on" are guesses at what a user meant.
+        if (lower == "true") {
           v.b = true;
-        } else if (lower == "false" || lower == "0" || lower == "no") {
+        } else if (lower == "false") {
           v.b = false;
         } else {
           return bad("true or false");

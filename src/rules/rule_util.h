@@ -17,6 +17,12 @@ inline ParamSpec PNone(std::string name, ParamType type, std::string help) {
   return ParamSpec{std::move(name), type, "", true, std::move(help)};
 }
 
+// A number parameter that may be negative (a lower bound of a range of activations).
+inline ParamSpec Signed(ParamSpec p) {
+  p.negative_ok = true;
+  return p;
+}
+
 inline std::string Fmt(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.4g", v);

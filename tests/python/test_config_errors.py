@@ -169,3 +169,98 @@ def test_watch_takes_one_rule_name_alone(run_dir, tiny):
         train(hook, model, opt, crit, batches, steps=10)
     statuses = ts.watch(run_dir, rules="loss_not_decreasing", timeout_s=60)
     assert list(statuses) == ["loss_not_decreasing"], statuses
+
+
+# ---- issue 28 item 3: nothing accepted silently, the same message everywhere -----------------
+
+def test_actions_without_rules_is_an_error(run_dir):
+    # A typo or a forgotten rules= turned auto-stop off without a word.
+    with pytest.raises(ts.ConfigError, match=r"actions apply to the rules given with them"):
+        _hook(run_dir, actions=["stop_training"])
+
+
+def test_a_misspelt_action_gets_the_nearest_name(run_dir):
+    with pytest.raises(ts.ConfigError) as e:
+        _hook(run_dir, rules=["exploding_tensor"], actions=["stop_trainin"])
+    assert "unknown action 'stop_trainin'; did you mean 'stop_training'?" in str(e.value)
+    with pytest.raises(ts.ConfigError, match="did you mean 'stop_training'"):
+        _hook(run_dir, actions=["stop_trainin"])  # also without rules: the name first
+    with pytest.raises(ValueError, match="did you mean 'stop_training'"):
+        ts.watch(run_dir, rules=["dead_loss"], actions=["stop_trainin"], timeout_s=1)
+
+
+def test_a_misspelt_rule_has_the_cores_message(run_dir):
+    with pytest.raises(ts.ConfigError) as e:
+        _hook(run_dir, rules=["exploding_tensr"])
+    assert "unknown rule 'exploding_tensr'; did you mean 'exploding_tensor'?" in str(e.value)
+
+
+def test_a_boolean_parameter_takes_only_true_or_false(run_dir):
+    with pytest.raises(ValueError, match=r"parameter 'only_nan' must be true or false, "
+                                         r"got \"yes\" \(a string\)"):
+        _hook(run_dir, rules=[ts.Rule("exploding_tensor", only_nan="yes")])
+    hook = _hook(run_dir, rules=[ts.Rule("exploding_tensor", only_nan=True)])
+    hook.close()
+
+
+def _bad_values(p):
+    """Wrong values for one parameter of `_core.rule_types()`, as Python objects."""
+    t = p["type"]
+    if t in ("float", "int"):
+        bad = ["5", True, "yes", float("nan"), [1], {}]
+        if not p.get("negative_ok"):
+            bad.append(-1)
+        if t == "int":
+            bad.append(2.5)
+        if p["default"] is not None:
+            bad.append(None)
+    elif t == "bool":
+        bad = ["yes", "true", 1, 0, "on", [True]]
+        if p["default"] is not None:
+            bad.append(None)
+    else:  # str, regex
+        bad = [5, True, {}]
+        if t == "regex":
+            bad.append("(unclosed")
+    return bad
+
+
+def _rule_cases():
+    from trainscope import _core
+    if not getattr(_core, "HAVE_RULES", False):
+        return []
+    return [(r["name"], p["name"], v) for r in _core.rule_types() for p in r["params"]
+            for v in _bad_values(p)]
+
+
+def test_every_parameter_of_every_rule_refuses_wrong_types_in_python_and_the_cli(
+        run_dir, tmp_path):
+    """Each wrong value goes through the Python API (ts.Rule -> the rules the hook and ts.watch
+    validate) and through a config file read by `trainscope watch --config`: both refuse it
+    with the same words, naming the rule and the parameter."""
+    import json
+    import os
+    import subprocess
+    from trainscope.rules import split_rules, _param_value
+    cases = _rule_cases()
+    if not cases:
+        pytest.skip("built without the rules layer")
+    cli = os.environ.get("TRAINSCOPE_BIN")
+    assert len(cases) > 400
+    missing = tmp_path / "no-run"
+    for rule, param, value in cases:
+        with pytest.raises(ValueError) as e:
+            split_rules([ts.Rule(rule, **{param: value})], None)
+        py_msg = str(e.value)
+        expect = f"rule {rule}: parameter '{param}' must be"
+        assert expect in py_msg, (rule, param, value, py_msg)
+        if not cli:
+            continue
+        cfg = tmp_path / "rules.json"
+        cfg.write_text(json.dumps({"rules": [{"name": rule,
+                                              "params": {param: _param_value(value)}}]}))
+        p = subprocess.run([cli, "watch", str(missing), "--config", str(cfg)],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2, (rule, param, value, p.stderr)
+        first = p.stderr.splitlines()[0]
+        assert first == f"trainscope: error: {cfg}: {py_msg}", (first, py_msg)

@@ -240,10 +240,10 @@ def test_stacks_cli_without_captures_and_bad_arguments(tmp_path, cli):
     run = tmp_path / "run"
     run.mkdir()
     p = subprocess.run([cli, "stacks", str(run)], capture_output=True, text=True, timeout=30)
-    assert p.returncode == 1 and "no stacks captured" in p.stdout
+    assert p.returncode == 3 and "no stacks captured" in p.stdout  # not found (docs/cli.md)
     p = subprocess.run([cli, "stacks", str(tmp_path / "missing")], capture_output=True,
                        text=True, timeout=30)
-    assert p.returncode == 2
+    assert p.returncode == 3  # no such run
     p = subprocess.run([cli, "stacks", str(run), "--wait-s", "x"], capture_output=True,
                        text=True, timeout=30)
     assert p.returncode == 2
@@ -252,7 +252,7 @@ def test_stacks_cli_without_captures_and_bad_arguments(tmp_path, cli):
     (run / "stacks" / "worker-0-12.txt").write_text("not a capture")
     (run / "stacks" / "worker-0-13.txt.tmp").write_text("# trainscope stacks: partial")
     p = subprocess.run([cli, "stacks", str(run)], capture_output=True, text=True, timeout=30)
-    assert p.returncode == 1, p.stdout
+    assert p.returncode == 3, p.stdout
 
 
 def test_stack_capture_on_request_in_one_process(tmp_path, tiny):

@@ -77,7 +77,7 @@ def test_stacks_lists_flight_recorder_dumps(cli, tmp_path):
     (run / "flight_recorder" / "123-host-9" / ".rank_0.tmp").write_bytes(b"partial")
     (run / "flight_recorder" / "rank_0").write_bytes(b"y" * 3)    # torch's own, on a timeout
     p = subprocess.run([cli, "stacks", str(run)], capture_output=True, text=True, timeout=30)
-    assert p.returncode == 1, p  # no stacks, but the dumps are listed
+    assert p.returncode == 3, p  # no stacks (not found), but the dumps are listed
     lines = [l.strip() for l in p.stdout.splitlines()]
     assert "flight_recorder/123-host-9/rank_1 (10 bytes)" in lines, p.stdout
     assert "flight_recorder/rank_0 (3 bytes)" in lines, p.stdout

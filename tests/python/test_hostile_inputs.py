@@ -164,7 +164,7 @@ def test_one_impossible_record_costs_only_that_record(tmp_path, kind):
     assert run.tensor_names(scalars=False) == ["weights/w"]
 
     v = run_cli("verify", d)
-    assert v.returncode == 1, v.stdout + v.stderr
+    assert v.returncode == 4, v.stdout + v.stderr
     assert f"byte {evil_at}" in v.stdout
     for args in (["inspect", d], ["inspect", d, "--json"], ["rules", d],
                  ["report", d, "--no-history", "--out", str(tmp_path / "r.html")],
@@ -290,7 +290,7 @@ def test_unparseable_run_json_is_reported_not_missing(tmp_path, text):
     write_base_run(d)
     _write_manifest(d, text)
     v = run_cli("verify", d)
-    assert v.returncode == 1, v.stdout
+    assert v.returncode == 4, v.stdout
     assert "run.json" in v.stdout and "unparseable" in v.stdout, v.stdout
     i = run_cli("inspect", d)
     assert "no run.json" not in i.stdout and "run.json unparseable" in i.stdout, i.stdout
@@ -308,7 +308,7 @@ def test_damaged_footer_of_a_sealed_segment_is_corruption_not_a_torn_tail(tmp_pa
         f.seek(-3, os.SEEK_END)
         f.write(bytes([b[0] ^ 0x10]))
     v = run_cli("verify", d)
-    assert v.returncode == 1, v.stdout + v.stderr
+    assert v.returncode == 4, v.stdout + v.stderr
     assert "torn" not in v.stdout + v.stderr
     assert "CORRUPT" in v.stdout
 
@@ -321,7 +321,7 @@ def test_zeroed_tail_of_a_sealed_segment_is_corruption(tmp_path):
         f.seek(size - 29)
         f.write(b"\x00" * 29)  # the footer
     v = run_cli("verify", d)
-    assert v.returncode == 1, v.stdout + v.stderr
+    assert v.returncode == 4, v.stdout + v.stderr
     assert "torn" not in v.stdout + v.stderr
 
 
@@ -343,7 +343,7 @@ def test_duplicate_segment_is_detected_and_not_double_counted(tmp_path):
     assert [r["step"] for r in run.step_records()] == list(range(10))
     assert run.read_stats()["duplicate_segments"] == 1
     v = run_cli("verify", d)
-    assert v.returncode == 1, v.stdout
+    assert v.returncode == 4, v.stdout
     assert "duplicate" in v.stdout and "seg-00000005.tsseg" in v.stdout
 
 

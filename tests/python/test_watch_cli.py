@@ -28,12 +28,17 @@ def _wait_for(pred, timeout_s, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_watch_detects_nan_and_stops_the_training(tmp_path):
+@pytest.mark.parametrize("how", ["config", "rules_and_actions"])
+def test_watch_detects_nan_and_stops_the_training(tmp_path, how):
+    """--config with a stop_training action, and --rules with --actions stop_training (rules
+    named with --rules had no action and watch had no --actions: the training ran on)."""
     ts = _bin()
     run = tmp_path / "run"
     config = tmp_path / "rules.json"
     config.write_text(json.dumps({"rules": [
         {"name": "exploding_tensor", "actions": ["stop_training"]}]}))
+    rules_args = (["--config", str(config)] if how == "config" else
+                  ["--rules", "exploding_tensor", "--actions", "stop_training"])
     # A training that would run for minutes: 20 ms per step, NaN after a few steps.
     train = subprocess.Popen(
         [sys.executable, EXAMPLE, "--out", str(run), "--fault", "nan", "--steps", "20000",
@@ -41,9 +46,9 @@ def test_watch_detects_nan_and_stops_the_training(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(lambda: (run / "run.json").exists(), 60, "the training to create its run")
-        watch = subprocess.run([ts, "watch", str(run), "--config", str(config), "--quiet"],
+        watch = subprocess.run([ts, "watch", str(run), *rules_args, "--quiet"],
                                capture_output=True, text=True, timeout=180)
-        assert watch.returncode == 0, watch.stderr
+        assert watch.returncode == 76, watch.stderr  # it asked the training to stop
         out, err = train.communicate(timeout=120)
     finally:
         if train.poll() is None:

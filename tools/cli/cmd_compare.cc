@@ -23,17 +23,11 @@ int Compare(Context& ctx) {
   bool json = args.TakeBool("--json");
   std::vector<std::string> pos;
   std::string error;
-  if (!args.Positional(&pos, &error) || pos.size() != 2) {
-    ctx.err << "trainscope compare: " << (error.empty() ? "expected two runs" : error) << "\n"
-            << kUsage << "\n";
-    return 2;
-  }
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (pos.size() != 2) return UsageError(ctx, "expected two runs, got " + std::to_string(pos.size()));
   auto a = LookupRun(pos[0], history);
   auto b = a.ok() ? LookupRun(pos[1], history) : a;
-  if (!a.ok() || !b.ok()) {
-    ctx.err << "trainscope compare: " << (!a.ok() ? a.status() : b.status()).message() << "\n";
-    return 1;
-  }
+  if (!a.ok() || !b.ok()) return StatusError(ctx, "", (!a.ok() ? a.status() : b.status()));
   Comparison c = CompareRuns(*a, *b);
   std::vector<std::pair<std::string, int>> recurring;
   size_t total_runs = 0;
@@ -59,10 +53,7 @@ int Compare(Context& ctx) {
   if (!html.empty()) {
     Status st = Env::Default()->WriteFileAtomic(
         html, CompareHtml(j["title"].get<std::string>(), j.dump()));
-    if (!st.ok()) {
-      ctx.err << "trainscope compare: cannot write " << html << "\n";
-      return 1;
-    }
+    if (!st.ok()) return Error(ctx, "cannot write " + html + ": " + st.message(), kExitFailed);
   }
   if (json) {
     ctx.out << j.dump(2) << "\n";

@@ -5,6 +5,7 @@
 
 #include "command.h"
 #include "trainscope/export.h"
+#include "util/env.h"
 
 namespace trainscope::cli {
 namespace {
@@ -37,23 +38,25 @@ int Export(Context& ctx) {
   options.system_metrics = !args.TakeBool("--no-system");
   std::vector<std::string> pos;
   std::string error;
-  if (!args.Positional(&pos, &error) || pos.size() != 3) {
-    ctx.err << "trainscope export: " << (error.empty() ? "expected FORMAT RUN OUT" : error) << "\n"
-            << Usage();
-    return 2;
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (pos.size() != 3) {
+    return UsageError(ctx, "expected FORMAT RUN OUT, got " + std::to_string(pos.size()) +
+                               " argument(s)");
   }
   const Exporter* exporter = FindExporter(pos[0]);
   if (exporter == nullptr) {
-    std::string names;
-    for (const Exporter* e : Exporters()) names += (names.empty() ? "" : ", ") + std::string(e->name());
-    ctx.err << "trainscope export: unknown format '" << pos[0] << "' (" << names << ")\n";
-    return 2;
+    std::vector<std::string> names;
+    for (const Exporter* e : Exporters()) names.emplace_back(e->name());
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    return UsageError(ctx, "unknown format '" + pos[0] + "'" + DidYouMean(pos[0], names) +
+                               " (formats: " + list + ")");
+  }
+  if (!Env::Default()->IsDirectory(pos[1])) {
+    return Error(ctx, "no run directory '" + pos[1] + "'", kExitNotFound);
   }
   auto files = exporter->Export(pos[1], pos[2], options);
-  if (!files.ok()) {
-    ctx.err << "trainscope export: " << files.status().ToString() << "\n";
-    return 1;
-  }
+  if (!files.ok()) return StatusError(ctx, "", files.status());
   for (const auto& f : *files) ctx.out << f << "\n";
   return 0;
 }

@@ -29,18 +29,15 @@ int Inspect(Context& ctx) {
   bool json = args.TakeBool("--json");
   std::vector<std::string> pos;
   std::string error;
-  if (!args.Positional(&pos, &error) || pos.size() != 1) {
-    ctx.err << "usage: trainscope inspect RUN [--json]" << (error.empty() ? "" : "\n" + error)
-            << "\n";
-    return 2;
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (pos.size() != 1) {
+    return UsageError(ctx, pos.empty() ? "which run? (trainscope inspect RUN)"
+                                       : "one RUN only, got " + std::to_string(pos.size()));
   }
   ReadOptions ro;
   ro.keep_records = false;  // counts, names and step ranges only: memory bounded by the names
   auto reader = RunReader::Open(pos[0], ro);
-  if (!reader.ok()) {
-    ctx.err << "trainscope inspect: " << reader.status().message() << "\n";
-    return 2;
-  }
+  if (!reader.ok()) return StatusError(ctx, "", reader.status());
   const RunReader& r = **reader;
   nlohmann::json j;
   j["run_dir"] = pos[0];

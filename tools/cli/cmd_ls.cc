@@ -91,33 +91,24 @@ int Ls(Context& ctx) {
   f.name = args.Take("--name");
   std::string since = args.Take("--since");
   f.rule = args.Take("--rule");
-  std::string limit = args.Take("--limit");
+  bool has_limit = false;
+  const int64_t limit = args.TakeInt("--limit", 0, 1, 1000000000, &has_limit);
   std::string history = args.Take("--history");
   bool json = args.TakeBool("--json"), csv = args.TakeBool("--csv");
   std::vector<std::string> pos;
   std::string error;
-  if (!args.Positional(&pos, &error) || !pos.empty()) {
-    ctx.err << "trainscope ls: " << (error.empty() ? "unexpected argument " + pos[0] : error)
-            << "\n"
-            << kUsage << "\n";
-    return 2;
-  }
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (!pos.empty()) return UsageError(ctx, "unexpected argument '" + pos[0] + "'");
+  if (json && csv) return UsageError(ctx, "give --json or --csv, not both");
   f.since_us = ParseSince(since);
   if (f.since_us < 0) {
-    ctx.err << "trainscope ls: cannot read --since '" << since << "' (e.g. 2026-11-01 or 7d)\n";
-    return 2;
+    return UsageError(ctx, "cannot read --since '" + since + "' (e.g. 2026-11-01 or 7d)");
   }
-  if (!limit.empty()) f.limit = std::strtoul(limit.c_str(), nullptr, 10);
+  if (has_limit) f.limit = static_cast<size_t>(limit);
   auto db = HistoryDb::Open(history.empty() ? DefaultHistoryPath() : history);
-  if (!db.ok()) {
-    ctx.err << "trainscope ls: " << db.status().ToString() << "\n";
-    return 1;
-  }
+  if (!db.ok()) return Error(ctx, db.status().ToString(), kExitFailed);
   auto runs = (*db)->List(f);
-  if (!runs.ok()) {
-    ctx.err << "trainscope ls: " << runs.status().ToString() << "\n";
-    return 1;
-  }
+  if (!runs.ok()) return Error(ctx, runs.status().ToString(), kExitFailed);
   auto recurring = RecurringRules(*runs);
   if (json) {
     nlohmann::json out = {{"runs", nlohmann::json::array()},

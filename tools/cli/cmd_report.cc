@@ -29,7 +29,8 @@ int Report(Context& ctx) {
   Args args(ctx.args);
   bool has_out = false, has_price = false;
   std::string out = args.Take("--out", "", &has_out);
-  std::string price = args.Take("--price-per-hour", "", &has_price);
+  const double price_per_hour = args.TakeNumber("--price-per-hour", 0, 0, 1e6,
+                                                /*min_exclusive=*/true, &has_price);
   std::string instance = args.Take("--instance");
   std::string history = args.Take("--history");
   bool json = args.TakeBool("--json");
@@ -38,39 +39,25 @@ int Report(Context& ctx) {
   bool no_color = args.TakeBool("--no-color");
   std::vector<std::string> pos;
   std::string error;
-  if (!args.Positional(&pos, &error) || pos.size() != 1) {
-    ctx.err << "trainscope report: " << (error.empty() ? "expected one RUN directory" : error)
-            << "\n"
-            << kUsage << "\n";
-    return 2;
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (pos.size() != 1) {
+    return UsageError(ctx, "expected one RUN directory, got " + std::to_string(pos.size()));
   }
   const std::string run = pos[0];
-  double price_per_hour = 0;
-  if (has_price) {
-    char* end = nullptr;
-    price_per_hour = std::strtod(price.c_str(), &end);
-    if (!end || *end || price_per_hour <= 0) {
-      ctx.err << "trainscope report: --price-per-hour needs a positive number (USD)\n";
-      return 2;
-    }
-  }
   if (has_price && !instance.empty()) {
-    ctx.err << "trainscope report: give --price-per-hour or --instance, not both\n";
-    return 2;
+    return UsageError(ctx, "give --price-per-hour or --instance, not both");
+  }
+  if (color && no_color) return UsageError(ctx, "give --color or --no-color, not both");
+  if (!history.empty() && no_history) return UsageError(ctx, "give --history or --no-history, not both");
+  if (!Env::Default()->IsDirectory(run)) {
+    return Error(ctx, "no run directory '" + run + "'", kExitNotFound);
   }
   auto data = LoadRunData(run);
-  if (!data.ok()) {
-    ctx.err << "trainscope report: cannot read run " << run << ": " << data.status().ToString()
-            << "\n";
-    return 1;
-  }
+  if (!data.ok()) return StatusError(ctx, "cannot read run " + run + ": ", data.status());
   auto catalog = LoadInstanceCatalog();
   auto cost =
       ResolveCost(data->manifest, price_per_hour, instance, catalog.ok() ? &*catalog : nullptr);
-  if (!cost.ok()) {
-    ctx.err << "trainscope report: " << cost.status().message() << "\n";
-    return 2;
-  }
+  if (!cost.ok()) return UsageError(ctx, cost.status().message());
   RunAnalysis a = Analyze(*data, *cost);
   std::string html_path = has_out ? out : JoinPath(run, "report/report.html");
   std::string json_path = JoinPath(run, "report/summary.json");
@@ -80,16 +67,12 @@ int Report(Context& ctx) {
   Env* env = Env::Default();
   Status st = env->WriteFileAtomicCreatingDirs(html_path, ReportHtml(*data, a, ro));
   if (st.ok()) st = env->WriteFileAtomicCreatingDirs(json_path, summary);
-  if (!st.ok()) {
-    ctx.err << "trainscope report: " << st.ToString() << "\n";
-    return 1;
-  }
+  if (!st.ok()) return Error(ctx, st.ToString(), kExitFailed);
   if (!no_history) {
     auto db = HistoryDb::Open(history.empty() ? DefaultHistoryPath() : history);
     Status hs = db.ok() ? (*db)->Record(HistoryEntryFrom(a)) : db.status();
     if (!hs.ok())
-      ctx.err << "trainscope report: warning: run not recorded in history: " << hs.ToString()
-              << "\n";
+      ctx.err << "trainscope: warning: run not recorded in history: " << hs.ToString() << "\n";
   }
   if (json) {
     ctx.out << summary;

@@ -2,6 +2,7 @@
 // `trainscope watch`), as a table with each rule's final status, or as JSON.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <map>
@@ -51,23 +52,30 @@ int Rules(Context& ctx) {
   std::string only = args.Take("--rule");
   std::vector<std::string> pos;
   std::string error;
-  if (!args.Positional(&pos, &error) || pos.size() != 1) {
-    ctx.err << (error.empty() ? "" : "trainscope rules: " + error + "\n") << kUsage << "\n";
-    return 2;
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (pos.size() != 1) {
+    return UsageError(ctx, pos.empty() ? "which run? (trainscope rules RUN)"
+                                       : "one RUN only, got " + std::to_string(pos.size()));
   }
   struct stat st;
   if (::stat(pos[0].c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    ctx.err << "trainscope rules: run directory '" << pos[0] << "' does not exist\n";
-    return 2;
+    return Error(ctx, "no run directory '" + pos[0] + "'", kExitNotFound);
   }
   auto reader = RunReader::Open(pos[0]);
-  if (!reader.ok()) {
-    ctx.err << "trainscope rules: cannot read '" << pos[0] << "': " << reader.status().ToString()
-            << "\n";
-    return 1;
+  if (!reader.ok()) return StatusError(ctx, "cannot read '" + pos[0] + "': ", reader.status());
+  std::vector<RuleEventRecord> all_events = reader.value()->RuleEvents();
+  if (!only.empty()) {
+    // A rule of this run (its id) or a built-in rule that did not report: anything else is a
+    // typo, said as one (it printed "no rule events" before).
+    std::vector<std::string> names = RuleRegistry::BuiltIn().Names();
+    for (const auto& e : all_events) names.push_back(e.rule);
+    if (std::find(names.begin(), names.end(), only) == names.end()) {
+      return UsageError(ctx, "--rule: no rule '" + only + "' in " + pos[0] + " or among the " +
+                                 "built-in rules" + DidYouMean(only, names));
+    }
   }
   std::vector<RuleEventRecord> events;
-  for (auto& e : reader.value()->RuleEvents()) {
+  for (auto& e : all_events) {
     if (only.empty() || e.rule == only) events.push_back(std::move(e));
   }
   if (json) {
@@ -77,7 +85,7 @@ int Rules(Context& ctx) {
     return 0;
   }
   if (events.empty()) {
-    ctx.out << "no rule events in " << pos[0]
+    ctx.out << "no " << (only.empty() ? "rule" : "'" + only + "'") << " events in " << pos[0]
             << " (rules run in the training process or with `trainscope watch`)\n";
     return 0;
   }

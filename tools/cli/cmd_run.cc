@@ -36,15 +36,15 @@ namespace trainscope::cli {
 namespace {
 
 // The exit status of a training that the zero-code capture stopped (python/trainscope/_autorun.py).
-constexpr int kStoppedExitCode = 76;
+constexpr int kStoppedExitCode = kExitStopped;
 
 constexpr char kUsage[] =
-    "usage: trainscope run [--out RUN] [--interval-ms N] [--rules NAME[,NAME...]]\n"
-    "                      [--actions stop_training,log] [--config FILE]\n"
-    "                      [--metrics-port N] [--metrics-host H]\n"
-    "                      [--term-after-s S] [--kill-after-s S] [--quiet]\n"
-    "                      [--no-instrument] [--model-regex RX]\n"
-    "                      -- COMMAND ARGS...\n\n"
+    "usage: trainscope run [options] -- COMMAND ARGS...\n"
+    "options: [--out RUN] [--interval-ms N] [--rules NAME[,NAME...]]\n"
+    "         [--actions stop_training,log] [--config FILE]\n"
+    "         [--metrics-port N] [--metrics-host H]\n"
+    "         [--term-after-s S] [--kill-after-s S] [--quiet]\n"
+    "         [--no-instrument] [--model-regex RX]\n\n"
     "Starts COMMAND (a Python or C++ training) as a child and records into RUN: system and GPU\n"
     "samples of the child's process tree every N ms (default 500, 100..60000), and whatever the\n"
     "trainscope hook inside the child writes (it finds RUN through TRAINSCOPE_RUN_DIR).\n"
@@ -64,7 +64,10 @@ constexpr char kUsage[] =
     "the next step with exit status 76. A script that creates its own Hook keeps it.\n"
     "--model-regex RX (or \"instrument\": {\"model_regex\": RX} in --config) picks the model\n"
     "whose class or variable name matches RX when there are several (GAN, teacher/student).\n"
-    "Default RUN: runs/<command>-<yyyymmdd-hhmmss>.";
+    "Default RUN: runs/<command>-<yyyymmdd-hhmmss>. --term-after-s and --kill-after-s are\n"
+    "seconds > 0 (at most 86400); --metrics-port 0..65535 (0: a free port).\n"
+    "Exit status: the child's (76 when trainscope stopped it at a step), 2 on a usage error,\n"
+    "127 when the command cannot be started (docs/cli.md).";
 
 std::string HostName() {
   std::string h = Env::Default()->HostName();
@@ -114,30 +117,35 @@ int Run(Context& ctx) {
   Args args(ctx.args);
   std::vector<std::string> command = args.TakeAfterDashDash();
   std::string out = args.Take("--out");
-  std::string interval = args.Take("--interval-ms", "500");
+  const int64_t interval_ms = args.TakeInt("--interval-ms", 500, 100, 60000);
   std::string rule_names = args.Take("--rules");
   std::string config_path = args.Take("--config");
-  std::string actions = args.Take("--actions", "log");
-  double term_after = std::stod(args.Take("--term-after-s", "10"));
-  double kill_after = std::stod(args.Take("--kill-after-s", "10"));
+  bool actions_given = false;
+  std::string actions = args.Take("--actions", "log", &actions_given);
+  const double term_after = args.TakeNumber("--term-after-s", 10, 0, 86400, /*min_exclusive=*/true);
+  const double kill_after = args.TakeNumber("--kill-after-s", 10, 0, 86400, /*min_exclusive=*/true);
   bool quiet = args.TakeBool("--quiet");
   bool no_instrument = args.TakeBool("--no-instrument");
   std::string model_regex = args.Take("--model-regex");
-  std::string metrics_port = args.Take("--metrics-port");
+  bool metrics_given = false;
+  const int64_t metrics_port = args.TakeInt("--metrics-port", 0, 0, 65535, &metrics_given);
   std::string metrics_host = args.Take("--metrics-host", "127.0.0.1");
   const char* token_env = std::getenv("TRAINSCOPE_TOKEN");
   std::string token = token_env ? token_env : "";
   std::vector<std::string> pos;
   std::string error;
-  if (!args.Positional(&pos, &error) || !pos.empty() || command.empty()) {
-    ctx.err << kUsage << "\n" << (error.empty() ? "" : "error: " + error + "\n");
-    return 2;
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (!pos.empty()) {
+    return UsageError(ctx, "unexpected argument '" + pos[0] +
+                               "' (the training command goes after --: trainscope run [options] "
+                               "-- COMMAND ARGS...)");
   }
-  int64_t interval_ms = std::atoll(interval.c_str());
-  if (interval_ms < 100 || interval_ms > 60000) {
-    ctx.err << "trainscope run: --interval-ms must be between 100 and 60000, got " << interval
-            << "\n";
-    return 2;
+  if (command.empty()) {
+    return UsageError(ctx, "no command to run (trainscope run [options] -- COMMAND ARGS...)");
+  }
+  if (actions_given && rule_names.empty()) {
+    return UsageError(ctx, "--actions applies to the rules given with --rules, and there are "
+                           "none (a config file's rules name their own actions)");
   }
   if (Status loc = CheckRunLocation(out); !out.empty() && !loc.ok()) {  // s3://... : not a dir
     ctx.err << "trainscope run: --out " << loc.message() << "\n";
@@ -146,46 +154,37 @@ int Run(Context& ctx) {
   std::vector<RuleConfig> rules;
   if (!rule_names.empty()) {
     auto r = ParseRuleNames(rule_names);
-    if (!r.ok()) {
-      ctx.err << "trainscope run: " << r.status().message() << "\n";
-      return 2;
-    }
+    if (!r.ok()) return UsageError(ctx, "--rules: " + r.status().message());
     rules = *r;
     std::vector<ActionSpec> specs;
     std::stringstream ss(actions);
     for (std::string a; std::getline(ss, a, ',');) {
-      if (a == "stop_training")
-        specs.push_back({.type = ActionType::kStopTraining});
-      else if (a == "log")
-        specs.push_back({.type = ActionType::kLog});
-      else if (!a.empty()) {
-        ctx.err
-            << "trainscope run: unknown action '" << a
-            << "' for --actions (allowed: stop_training, log; webhook and exec need --config)\n";
-        return 2;
-      }
+      if (a.empty()) continue;
+      auto spec = ParseActionName(a);
+      if (!spec.ok()) return UsageError(ctx, "--actions: " + spec.status().message());
+      specs.push_back(*spec);
     }
     for (auto& rc : rules) rc.actions = specs;
   }
   if (!config_path.empty()) {
     std::string text;
-    if (!ReadFile(config_path, &text)) {
-      ctx.err << "trainscope run: cannot read --config " << config_path << "\n";
-      return 2;
-    }
+    if (!ReadFile(config_path, &text)) return UsageError(ctx, "cannot read --config " + config_path);
     // "instrument" configures the zero-code capture; the rest is the rules config.
     auto root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (root.is_object() && root.contains("instrument")) {
       const auto& ins = root["instrument"];
       if (!ins.is_object()) {
-        ctx.err << "trainscope run: " << config_path << ": \"instrument\" must be an object\n";
-        return 2;
+        return UsageError(ctx, config_path + ": \"instrument\" must be an object");
       }
       for (const auto& [k, v] : ins.items()) {
-        if (k != "model_regex" || !v.is_string()) {
-          ctx.err << "trainscope run: " << config_path << ": instrument." << k
-                  << ": unknown or not a string (allowed: model_regex)\n";
-          return 2;
+        if (k != "model_regex") {
+          return UsageError(ctx, config_path + ": unknown field 'instrument." + k + "'" +
+                                     DidYouMean(k, {"model_regex"}) +
+                                     " (valid fields: model_regex)");
+        }
+        if (!v.is_string()) {
+          return UsageError(ctx, config_path + ": instrument.model_regex must be a string, got " +
+                                     v.dump());
         }
       }
       if (model_regex.empty()) model_regex = ins.value("model_regex", std::string());
@@ -193,19 +192,13 @@ int Run(Context& ctx) {
       text = root.dump();
     }
     auto r = ParseRulesConfig(text);
-    if (!r.ok()) {
-      ctx.err << "trainscope run: " << config_path << ": " << r.status().message() << "\n";
-      return 2;
-    }
+    if (!r.ok()) return UsageError(ctx, config_path + ": " + r.status().message());
     rules.insert(rules.end(), r->begin(), r->end());
   }
   if (out.empty()) out = DefaultRunDir(command[0]);
-  if (!metrics_port.empty()) {
+  if (metrics_given) {
     Status bind = CheckBindPolicy(metrics_host, token);
-    if (!bind.ok()) {
-      ctx.err << "trainscope run: " << bind.message() << "\n";
-      return 2;
-    }
+    if (!bind.ok()) return UsageError(ctx, bind.message());
   }
 
   RunManifest manifest;
@@ -298,9 +291,9 @@ int Run(Context& ctx) {
   std::mutex metrics_mu;
   std::unique_ptr<RunReader> metrics_reader;
   std::unique_ptr<MetricsServer> metrics;
-  if (!metrics_port.empty()) {
+  if (metrics_given) {
     std::string run_label = manifest.name;
-    auto m = MetricsServer::Start({metrics_host, std::atoi(metrics_port.c_str()), token},
+    auto m = MetricsServer::Start({metrics_host, static_cast<int>(metrics_port), token},
                                   [&metrics_mu, &metrics_reader, out, run_label]() -> std::string {
                                     std::lock_guard<std::mutex> lock(metrics_mu);
                                     if (!metrics_reader) {

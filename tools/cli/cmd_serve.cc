@@ -34,30 +34,18 @@ int Serve(Context& ctx) {
   Args args(ctx.args);
   DashboardOptions o;
   o.security.host = args.Take("--host", "127.0.0.1");
-  const std::string port = args.Take("--port", "6060");
+  const int64_t port = args.TakeInt("--port", 6060, 0, 65535);
   const char* env_token = std::getenv("TRAINSCOPE_TOKEN");
   o.security.token = args.Take("--token", env_token ? env_token : "");
   o.web_root = args.Take("--web-root", "");
   std::vector<std::string> pos;
   std::string error;
-  if (!args.Positional(&pos, &error) || pos.size() > 1) {
-    ctx.err << "trainscope serve: " << (error.empty() ? "too many arguments" : error) << "\n"
-            << kUsage << "\n";
-    return 2;
-  }
-  char* end = nullptr;
-  long p = std::strtol(port.c_str(), &end, 10);
-  if (!end || *end || p < 0 || p > 65535) {
-    ctx.err << "trainscope serve: bad --port " << port << "\n";
-    return 2;
-  }
-  o.security.port = static_cast<int>(p);
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (pos.size() > 1) return UsageError(ctx, "one DIR only, got " + std::to_string(pos.size()));
+  o.security.port = static_cast<int>(port);
   o.root_dir = pos.empty() ? "." : pos[0];
   Status policy = CheckBindPolicy(o.security.host, o.security.token);
-  if (!policy.ok()) {
-    ctx.err << "trainscope serve: " << policy.message() << "\n";
-    return 2;
-  }
+  if (!policy.ok()) return UsageError(ctx, policy.message());
 
   // Block the stop signals before any thread starts, so only sigwait below receives them.
   sigset_t set;
@@ -77,8 +65,9 @@ int Serve(Context& ctx) {
 
   auto server = DashboardServer::Start(o);
   if (!server.ok()) {
-    ctx.err << "trainscope serve: " << server.status().ToString() << "\n";
-    return server.status().code() == Status::Code::kInvalidArgument ? 2 : 1;
+    return Error(ctx, server.status().ToString(),
+                 server.status().code() == Status::Code::kInvalidArgument ? kExitUsage
+                                                                           : kExitFailed);
   }
   std::string shown_host = o.security.host.find(':') != std::string::npos
                                ? "[" + o.security.host + "]"

@@ -28,16 +28,10 @@ int Show(Context& ctx) {
   bool json = args.TakeBool("--json");
   std::vector<std::string> pos;
   std::string error;
-  if (!args.Positional(&pos, &error) || pos.size() != 1) {
-    ctx.err << "trainscope show: " << (error.empty() ? "expected one RUN" : error) << "\n"
-            << kUsage << "\n";
-    return 2;
-  }
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (pos.size() != 1) return UsageError(ctx, "expected one RUN, got " + std::to_string(pos.size()));
   auto run = LookupRun(pos[0], history);
-  if (!run.ok()) {
-    ctx.err << "trainscope show: " << run.status().message() << "\n";
-    return 1;
-  }
+  if (!run.ok()) return StatusError(ctx, "", run.status());
   if (json) {
     ctx.out << run->summary_json;
     return 0;

@@ -1,6 +1,6 @@
 // trainscope stacks RUN: the Python stacks (all threads) each rank captured into RUN/stacks/
 // when its training loop stalled (python/trainscope/_stacks.py); --capture asks every rank's
-// hook for a capture now. Exit 0 when stacks were printed, 1 when there are none, 2 on usage.
+// hook for a capture now. Exit 0 when stacks were printed, 3 when there are none, 2 on usage.
 #include <algorithm>
 #include <chrono>
 #include <ostream>
@@ -23,7 +23,8 @@ Prints the Python stacks of every thread that each rank's hook captured into RUN
 stalled_training_loop fired (the newest capture per rank; --all: every capture). --brief prints
 one line per rank: where its main thread is. --capture first asks every running hook to capture
 now (RUN/control/stacks.json) and waits up to --wait-s seconds (default 5) for one capture per
-worker stream of the run.)";
+worker stream of the run.
+Exit status (docs/cli.md): 0 stacks printed, 3 none captured or no such run, 2 usage error.)";
 
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -79,31 +80,22 @@ int Stacks(Context& ctx) {
   bool all = args.TakeBool("--all");
   bool brief = args.TakeBool("--brief");
   bool capture = args.TakeBool("--capture");
-  std::string wait_text = args.Take("--wait-s", "5");
+  const double wait_s = args.TakeNumber("--wait-s", 5, 0, 3600);
   std::vector<std::string> pos;
   std::string error;
-  double wait_s = 0;
-  try {
-    wait_s = std::stod(wait_text);
-  } catch (...) {
-    wait_s = -1;
-  }
-  if (!args.Positional(&pos, &error) || pos.size() != 1 || !(wait_s >= 0)) {
-    ctx.err << kUsage << (error.empty() ? "" : "\n" + error) << "\n";
-    return 2;
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (pos.size() != 1) {
+    return UsageError(ctx, pos.empty() ? "which run? (trainscope stacks RUN)"
+                                       : "one RUN only, got " + std::to_string(pos.size()));
   }
   const std::string& run = pos[0];
   Env* env = Env::Default();
-  if (!env->IsDirectory(run)) {
-    ctx.err << "trainscope stacks: " << run << " is not a directory\n";
-    return 2;
-  }
+  if (!env->IsDirectory(run)) return Error(ctx, "no run directory '" + run + "'", kExitNotFound);
   if (capture) {
     int64_t since_ms = NowUs() / 1000;
     Status st = RequestStacks(run, "trainscope stacks --capture", "cli", nullptr, env);
     if (!st.ok()) {
-      ctx.err << "trainscope stacks: cannot write the capture request: " << st.ToString() << "\n";
-      return 1;
+      return Error(ctx, "cannot write the capture request: " + st.ToString(), kExitFailed);
     }
     auto workers = Workers(env, run);
     auto deadline = std::chrono::steady_clock::now() +
@@ -117,7 +109,7 @@ int Stacks(Context& ctx) {
       if (done || std::chrono::steady_clock::now() >= deadline) {
         if (!done) {
           ctx.err << "trainscope stacks: " << got.size() << " of " << workers.size()
-                  << " workers answered within " << wait_text
+                  << " workers answered within " << wait_s
                   << " s (a worker that ended, or whose Python is blocked holding the GIL, "
                      "does not)\n";
         }
@@ -132,7 +124,7 @@ int Stacks(Context& ctx) {
     ctx.out << "no stacks captured in " << run
             << " (they are captured when stalled_training_loop fires, or with --capture)\n";
     PrintDumps(ctx, dumps);
-    return 1;
+    return kExitNotFound;
   }
   for (const auto& c : stacks) {
     ctx.out << "== " << c.worker << ": main thread in "

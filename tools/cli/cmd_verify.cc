@@ -1,6 +1,6 @@
 // trainscope verify RUN: checks every checksum and every record of every segment, and run.json.
-// Exit 0 when clean (a torn tail left by a crash is a warning, still 0), 1 when anything could
-// not be read or is damaged, 2 on usage errors. Never OK about what it could not read.
+// Exit 0 when clean (a torn tail left by a crash is a warning, still 0), 4 when anything could
+// not be read or is damaged, 3 when there is no run, 2 on usage errors (docs/cli.md). Never OK about what it could not read.
 #include <ostream>
 
 #include "command.h"
@@ -14,25 +14,22 @@ int Verify(Context& ctx) {
   bool quiet = args.TakeBool("--quiet");
   std::vector<std::string> pos;
   std::string error;
-  if (!args.Positional(&pos, &error) || pos.size() != 1) {
-    ctx.err << "usage: trainscope verify RUN [--quiet]" << (error.empty() ? "" : "\n" + error)
-            << "\n";
-    return 2;
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (pos.size() != 1) {
+    return UsageError(ctx, pos.empty() ? "which run? (trainscope verify RUN)"
+                                       : "one RUN only, got " + std::to_string(pos.size()));
   }
   auto reader = RunReader::Open(pos[0]);
   if (!reader.ok()) {
-    // A missing directory is a usage error; a run this build cannot read is a failed check.
+    // A missing directory is "not found"; a run this build cannot read is a failed check.
     bool missing = reader.status().IsNotFound();
-    ctx.err << "trainscope verify: " << reader.status().message() << "\n";
     if (!missing) ctx.out << "FAILED: " << reader.status().message() << "\n";
-    return missing ? 2 : 1;
+    return Error(ctx, reader.status().message(), missing ? kExitNotFound : kExitCorrupt);
   }
   const ReadStats& st = (*reader)->stats();
   const Status& manifest = (*reader)->manifest_status();
   if (st.segments == 0 && manifest.IsNotFound()) {
-    ctx.err << "trainscope verify: " << pos[0]
-            << " contains no segments (is it a run directory?)\n";
-    return 2;
+    return Error(ctx, pos[0] + " contains no segments (is it a run directory?)", kExitNotFound);
   }
   bool manifest_bad = !manifest.ok() && !manifest.IsNotFound();
   bool failed = manifest_bad || st.corrupt_regions > 0 || st.undecodable_records > 0 ||
@@ -74,18 +71,18 @@ int Verify(Context& ctx) {
     }
     ctx.out << "\n";
   }
-  return failed ? 1 : 0;
+  return failed ? kExitCorrupt : kExitOk;
 }
 
 TS_COMMAND("verify", "check every checksum in a run; report corruption with byte offsets",
            "usage: trainscope verify RUN [--quiet]\n\n"
            "Reads every segment of every stream, checks both CRCs of every record and that\n"
            "its contents are possible, and reads run.json.\n"
-           "Exit status: 0 clean (a torn tail from a crash is only a warning), 1 when\n"
+           "Exit status: 0 clean (a torn tail from a crash is only a warning), 4 when\n"
            "something is damaged or could not be read: corrupt regions and records (each\n"
            "printed with its file and byte offset), unreadable files (FIFOs, devices, I/O\n"
            "errors), duplicate segments, a run.json that does not parse or is of a newer\n"
-           "schema_version; 2 usage error.",
+           "schema_version; 3 no run there; 2 usage error.",
            Verify);
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ctime>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "command.h"
@@ -21,13 +22,15 @@ namespace trainscope::cli {
 namespace {
 
 const char* kUsage =
-    R"(usage: trainscope watch RUN [--rules NAME[,NAME...]] [--config FILE] [--poll-ms N]
-                        [--wait-s N] [--stream NAME] [--no-stop] [--quiet]
+    R"(usage: trainscope watch RUN [--rules NAME[,NAME...]] [--actions A[,A...]] [--config FILE]
+                        [--poll-ms N] [--wait-s N] [--stream NAME] [--no-stop] [--quiet]
        trainscope watch --list
 
 Tails the run directory RUN (every worker stream), evaluates rules as new data arrives, prints
 each rule event, records them in RUN/watch-<pid>/, and exits when the run ends.
   --rules a,b      built-in rules by name, with default parameters
+  --actions a,b    what the --rules do when they fire: stop_training, log (default log), as
+                   for `trainscope run`
   --config FILE    JSON: {"rules":[{"name":..., "params":{...}, "min_consecutive":N,
                    "actions":["stop_training", {"type":"webhook","url":"http://..."}]}]}
                    (without --rules/--config: exploding_tensor, loss_not_decreasing,
@@ -37,8 +40,9 @@ each rule event, records them in RUN/watch-<pid>/, and exits when the run ends.
   --stream NAME    evaluate only this stream (repeatable as a comma list; default all)
   --no-stop        stop_training actions only print what they would do
   --list           list the built-in rules and their parameters
-Exit status: 0 when the run ended (whatever the rules found), 2 on bad arguments or a missing
-run directory, 3 when no data appeared within --wait-s, 130 on Ctrl-C.)";
+Exit status (docs/cli.md): 0 the run ended and no rule fired, 5 a rule fired, 76 a rule's
+stop_training asked the training to stop, 2 usage error, 3 no such run directory or no data
+within --wait-s, 130 Ctrl-C.)";
 
 std::atomic<bool> g_interrupted{false};
 void OnSignal(int) { g_interrupted = true; }
@@ -90,38 +94,30 @@ bool HasData(const std::string& run) {
 int Watch(Context& ctx) {
   Args args(ctx.args);
   std::string rules_arg = args.Take("--rules");
+  bool actions_given = false;
+  std::string actions = args.Take("--actions", "log", &actions_given);
   std::string config_path = args.Take("--config");
-  std::string poll = args.Take("--poll-ms", "100");
-  std::string wait = args.Take("--wait-s", "60");
+  const int64_t poll_ms = args.TakeInt("--poll-ms", 100, 1, 3600000);
+  const double wait_s = args.TakeNumber("--wait-s", 60, 0, 1e7);
   std::string streams = args.Take("--stream");
   bool no_stop = args.TakeBool("--no-stop");
   bool quiet = args.TakeBool("--quiet");
   bool list = args.TakeBool("--list");
   std::vector<std::string> pos;
   std::string error;
-  if (!args.Positional(&pos, &error)) {
-    ctx.err << "trainscope watch: " << error << "\n" << kUsage << "\n";
-    return 2;
-  }
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
   if (list) {
     ListRules(ctx.out);
-    return 0;
+    return kExitOk;
   }
   if (pos.size() != 1) {
-    ctx.err << kUsage << "\n";
-    return 2;
+    return UsageError(ctx, pos.empty() ? "which run? (trainscope watch RUN)"
+                                       : "one RUN only, got " + std::to_string(pos.size()));
   }
   const std::string run = pos[0];
-  char* end = nullptr;
-  long poll_ms = std::strtol(poll.c_str(), &end, 10);
-  if (*end || poll_ms <= 0) {
-    ctx.err << "trainscope watch: --poll-ms must be a positive integer\n";
-    return 2;
-  }
-  double wait_s = std::strtod(wait.c_str(), &end);
-  if (*end || wait_s < 0) {
-    ctx.err << "trainscope watch: --wait-s must be a number >= 0\n";
-    return 2;
+  if (actions_given && rules_arg.empty()) {
+    return UsageError(ctx, "--actions applies to the rules given with --rules, and there are "
+                           "none (a config file's rules name their own actions)");
   }
 
   // Rules.
@@ -129,22 +125,28 @@ int Watch(Context& ctx) {
   if (!config_path.empty()) {
     std::string text;
     if (!Env::Default()->ReadFile(config_path, &text).ok()) {
-      ctx.err << "trainscope watch: cannot read config file '" << config_path << "'\n";
-      return 2;
+      return UsageError(ctx, "cannot read --config " + config_path);
     }
     auto c = ParseRulesConfig(text);
-    if (!c.ok()) {
-      ctx.err << "trainscope watch: " << config_path << ": " << c.status().message() << "\n";
-      return 2;
-    }
+    if (!c.ok()) return UsageError(ctx, config_path + ": " + c.status().message());
     rules = std::move(c.value());
   }
   if (!rules_arg.empty()) {
     auto c = ParseRuleNames(rules_arg);
-    if (!c.ok()) {
-      ctx.err << "trainscope watch: " << c.status().message() << "\n";
-      return 2;
+    if (!c.ok()) return UsageError(ctx, "--rules: " + c.status().message());
+    std::vector<ActionSpec> specs;
+    for (std::string cur; const char ch : actions + ",") {
+      if (ch != ',') {
+        cur += ch;
+        continue;
+      }
+      if (cur.empty()) continue;
+      auto spec = ParseActionName(cur);
+      if (!spec.ok()) return UsageError(ctx, "--actions: " + spec.status().message());
+      specs.push_back(*spec);
+      cur.clear();
     }
+    for (auto& rc : *c) rc.actions = specs;
     rules.insert(rules.end(), c->begin(), c->end());
   }
   if (rules.empty()) {
@@ -155,9 +157,10 @@ int Watch(Context& ctx) {
 
   // The run directory.
   if (!Env::Default()->IsDirectory(run)) {
-    ctx.err << "trainscope watch: run directory '" << run << "' does not exist"
-            << (::access(run.c_str(), F_OK) == 0 ? " (it is not a directory)" : "") << "\n";
-    return 2;
+    return Error(ctx,
+                 "no run directory '" + run + "'" +
+                     (::access(run.c_str(), F_OK) == 0 ? " (it is not a directory)" : ""),
+                 kExitNotFound);
   }
   ::signal(SIGINT, OnSignal);
   ::signal(SIGTERM, OnSignal);
@@ -165,19 +168,20 @@ int Watch(Context& ctx) {
                   std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
   bool announced = false;
   while (!HasData(run)) {
-    if (g_interrupted) return 130;
+    if (g_interrupted) return kExitInterrupted;
     if (std::chrono::steady_clock::now() >= deadline) {
-      ctx.err << "trainscope watch: no data in '" << run << "' after " << wait_s
-              << " s (no worker streams yet; is the training running with trainscope "
-                 "enabled and writing to this directory?)\n";
-      return 3;
+      std::ostringstream m;
+      m << "no data in '" << run << "' after " << wait_s
+        << " s (no worker streams yet; is the training running with trainscope enabled and "
+           "writing to this directory?)";
+      return Error(ctx, m.str(), kExitNotFound);
     }
     if (!announced && !quiet) {
       ctx.err << "trainscope watch: waiting up to " << wait_s << " s for data in '" << run
               << "'...\n";
       announced = true;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<long>(poll_ms, 200)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(poll_ms, 200)));
   }
 
   // Where events go: RUN/watch-<pid>/ and stdout.
@@ -192,6 +196,7 @@ int Watch(Context& ctx) {
   }
   Writer* w = writer.ok() ? writer.value().get() : nullptr;
   std::mutex out_mu;
+  bool stop_asked = false;  // under out_mu
   RuleRunnerOptions o;
   o.run_dir = run;
   o.rules = std::move(rules);
@@ -221,6 +226,7 @@ int Watch(Context& ctx) {
       Status st = RequestStop(run, "rule " + e.rule + ": " + e.message, stream);
       std::lock_guard<std::mutex> l(out_mu);
       if (st.ok()) {
+        stop_asked = true;
         ctx.out << "asked the training to stop (" << run << "/control/stop.json)" << std::endl;
       } else {
         ctx.err << "trainscope watch: stop request failed: " << st.ToString() << std::endl;
@@ -232,10 +238,7 @@ int Watch(Context& ctx) {
             << std::endl;
   }
   auto runner = RuleRunner::Start(std::move(o));
-  if (!runner.ok()) {
-    ctx.err << "trainscope watch: " << runner.status().message() << "\n";
-    return 2;
-  }
+  if (!runner.ok()) return StatusError(ctx, "", runner.status());
   while (!runner.value()->WaitFinished(200)) {
     if (g_interrupted) break;
   }
@@ -251,7 +254,13 @@ int Watch(Context& ctx) {
               << " firing(s), " << s.evaluations << " evaluations) " << s.message << "\n";
     }
   }
-  return interrupted ? 130 : 0;
+  if (interrupted) return kExitInterrupted;
+  std::lock_guard<std::mutex> l(out_mu);
+  if (stop_asked) return kExitStopped;
+  for (const auto& s : statuses) {
+    if (s.status == RuleStatus::kIssuesFound || s.firings > 0) return kExitRuleFired;
+  }
+  return kExitOk;
 }
 
 TS_COMMAND("watch", "evaluate rules on a live run; stop it when one fires", kUsage, Watch);

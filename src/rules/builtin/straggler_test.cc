@@ -158,11 +158,13 @@ TEST_F(StragglerTest, SingleStreamAndBadParams) {
   EXPECT_EQ(ctx_.Violations(), 0);
   auto type = StragglerRule();
   for (auto bad : std::vector<std::map<std::string, std::string>>{
-           {{"threshold", "0"}}, {{"window", "0"}}, {{"min_delay_ms", "-1"}}}) {
+           {{"threshold", "0"}}, {{"window", "0"}}}) {
     auto p = RuleParams::Parse(type.name, type.params, bad);
     ASSERT_TRUE(p.ok());
     EXPECT_FALSE(type.create(p.value()).ok());
   }
+  // A negative number is refused where parameters are read, for every rule (params.cc).
+  EXPECT_FALSE(RuleParams::Parse(type.name, type.params, {{"min_delay_ms", "-1"}}).ok());
 }
 
 }  // namespace

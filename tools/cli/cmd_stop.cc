@@ -1,0 +1,89 @@
+// trainscope stop RUN [--reason TEXT]: asks the running job of RUN to stop, the way a rule's
+// stop_training action and the dashboard's stop button do (RUN/control/stop.json, which every
+// hook of the run reads at its next step boundary: it checkpoints when a checkpointer is
+// registered and stops; under `trainscope run` the job then exits with status 76).
+#include <ostream>
+
+#include "command.h"
+#include "trainscope/reader.h"
+#include "trainscope/report.h"
+#include "trainscope/run.h"
+#include "trainscope/schema.h"
+#include "util/env.h"
+
+namespace trainscope::cli {
+namespace {
+
+const char* kUsage = R"(usage: trainscope stop RUN [--reason TEXT]
+
+Asks the running training of RUN (a run directory, or a run of the history by id, name or
+path) to stop at its next step: it writes RUN/control/stop.json, which every rank's hook reads
+at each step boundary (a checkpoint is written first when a checkpointer is registered; the
+zero-code capture of `trainscope run` then exits with status 76). The reason (default "stop
+requested with trainscope stop") is recorded with the stop in the run.
+Exit status (docs/cli.md): 0 asked, 6 the run has no running job (every writer has ended),
+3 no such run, 1 the request could not be written, 2 usage error.)";
+
+constexpr size_t kMaxReason = 500;  // as the dashboard's stop endpoint
+
+// The run directory for RUN: the directory itself, else the path of a history entry.
+Result<std::string> RunDirectory(const std::string& key) {
+  Env* env = Env::Default();
+  if (env->IsDirectory(key)) return key;
+  auto db = HistoryDb::Open(DefaultHistoryPath());
+  if (db.ok()) {
+    auto e = (*db)->Find(key);
+    if (e.ok() && !e->path.empty() && env->IsDirectory(e->path)) return e->path;
+  }
+  return Status::NotFound("no run directory '" + key + "' (nor a run of that id or name " +
+                          "in the history with its directory still there)");
+}
+
+int Stop(Context& ctx) {
+  Args args(ctx.args);
+  bool has_reason = false;
+  std::string reason = args.Take("--reason", "stop requested with trainscope stop", &has_reason);
+  std::vector<std::string> pos;
+  std::string error;
+  if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
+  if (pos.size() != 1) {
+    return UsageError(ctx, pos.empty() ? "which run? (trainscope stop RUN)"
+                                       : "one RUN only, got " + std::to_string(pos.size()));
+  }
+  if (has_reason && reason.empty()) return UsageError(ctx, "--reason is empty");
+  if (reason.size() > kMaxReason) {
+    return UsageError(ctx, "--reason is " + std::to_string(reason.size()) +
+                               " characters; at most " + std::to_string(kMaxReason));
+  }
+  auto dir = RunDirectory(pos[0]);
+  if (!dir.ok()) return StatusError(ctx, "", dir.status());
+  ReadOptions ro;
+  ro.streams_only = true;  // the locks say who is running; no segment is read
+  auto reader = RunReader::Open(*dir, ro);
+  if (!reader.ok()) return StatusError(ctx, "cannot read " + *dir + ": ", reader.status());
+  std::vector<std::string> live;
+  for (const auto& s : (*reader)->Streams()) {
+    if (s.rfind(schema::kWatchStreamPrefix, 0) == 0) continue;  // a watcher is not the job
+    if ((*reader)->StreamLive(s)) live.push_back(s);
+  }
+  if (live.empty()) {
+    return Error(ctx,
+                 "no running job in " + *dir +
+                     " (no stream's writer holds its lock: the training has ended or has not "
+                     "started); nothing to stop",
+                 kExitNotRunning);
+  }
+  Status st = RequestStop(*dir, reason, "trainscope stop");
+  if (!st.ok()) return Error(ctx, "cannot write the stop request: " + st.ToString(), kExitFailed);
+  std::string streams;
+  for (const auto& s : live) streams += (streams.empty() ? "" : ", ") + s;
+  ctx.out << "asked the training in " << *dir << " to stop at its next step (" << streams
+          << "): " << reason << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+TS_COMMAND("stop", "ask the running training of a run to stop at its next step", kUsage, Stop);
+
+}  // namespace trainscope::cli
