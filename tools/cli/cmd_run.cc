@@ -147,10 +147,8 @@ int Run(Context& ctx) {
     return UsageError(ctx, "--actions applies to the rules given with --rules, and there are "
                            "none (a config file's rules name their own actions)");
   }
-  if (Status loc = CheckRunLocation(out); !out.empty() && !loc.ok()) {  // s3://... : not a dir
-    ctx.err << "trainscope run: --out " << loc.message() << "\n";
-    return 2;
-  }
+  if (Status loc = CheckRunLocation(out); !out.empty() && !loc.ok())  // s3://... : not a dir
+    return UsageError(ctx, "--out " + loc.message());
   std::vector<RuleConfig> rules;
   if (!rule_names.empty()) {
     auto r = ParseRuleNames(rule_names);
@@ -389,8 +387,7 @@ int Run(Context& ctx) {
     const char* hstatus = stop_fired || stopped_at_step ? "stopped" : code == 0 ? "ended" : "crashed";
     Status hs = RecordRunInHistory(out, "", nullptr, hstatus);
     if (!hs.ok() && !quiet)
-      ctx.err << "trainscope run: warning: run not recorded in the history: " << hs.message()
-              << "\n";
+      ctx.err << "trainscope: warning: run not recorded in the history: " << hs.message() << "\n";
   }
   if (oom_killed) {
     ctx.err << "trainscope: the training was killed by the kernel's OOM killer (out of memory; "
