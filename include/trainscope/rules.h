@@ -29,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "trainscope/fork.h"
 #include "trainscope/reader.h"
 #include "trainscope/rule_advice.h"
 #include "trainscope/status.h"
@@ -487,6 +488,9 @@ class RuleRunner {
   bool joined_ = false;
   std::vector<RuleStatusInfo> statuses_;
   std::string last_error_;
+  // In a forked child (trainscope/fork.h) Stop, Wake, CycleNow and the destructor touch
+  // nothing of the parent's thread or locks; its owner leaks it (TrainingRuntime does).
+  const ForkOwner fork_;
   std::thread thread_;
 };
 

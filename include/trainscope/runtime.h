@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "trainscope/fork.h"
 #include "trainscope/run.h"
 #include "trainscope/status.h"
 #include "trainscope/writer.h"
@@ -175,6 +176,9 @@ class TrainingRuntime {
   std::condition_variable committer_cv_;
   bool committer_pending_ = false;  // committer_mu_
   bool committer_stop_ = false;     // committer_mu_
+  // In a forked child (trainscope/fork.h): Close, StopBackground, WriteAndEvaluateNow and the
+  // destructor leave the parent's threads, locks and stream alone (and leak them).
+  const ForkOwner fork_;
 };
 
 }  // namespace trainscope

@@ -12,6 +12,9 @@
 namespace trainscope::pyb {
 
 Writer& PyWriter::get() const {
+  if (fork.forked())
+    throw py::value_error("trainscope: this writer belongs to the process this one was forked "
+                          "from; open a new one in this process");
   if (!writer) throw py::value_error("trainscope: writer is closed");
   return *writer;
 }
@@ -33,6 +36,7 @@ bool AddTo(Writer& w, PyWriter::Staged&& r) {
 }  // namespace
 
 bool PyWriter::Put(Staged r, size_t bytes) {
+  if (fork.forked()) return false;
   Writer& w = get();
   bool commit = false;
   {
@@ -52,6 +56,7 @@ bool PyWriter::Put(Staged r, size_t bytes) {
 }
 
 size_t PyWriter::Commit(bool wake_writer) {
+  if (fork.forked()) return 0;
   std::vector<Staged> batch;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -390,7 +395,8 @@ void InitWriter(py::module_& m) {
       .def(
           "close",
           [](PyWriter& w) -> py::object {
-            if (!w.writer) return py::none();
+            // a forked child: the parent's stream and journal stay as they are
+            if (!w.writer || w.fork.forked()) return py::none();
             std::shared_ptr<Writer> writer = w.writer;
             Status s;
             std::unique_ptr<Journal> journal = std::move(w.journal);  // under the GIL

@@ -10,6 +10,7 @@
 
 #include "py_common.h"
 #include "store/journal.h"
+#include "trainscope/fork.h"
 #include "trainscope/writer.h"
 
 namespace trainscope::pyb {
@@ -31,6 +32,9 @@ struct PyWriter {
   // The crash journal of the stream (open_journal()): the step clock puts each step record and
   // loss there as it records them, under the GIL. Null when not opened or it failed.
   std::unique_ptr<Journal> journal;
+  // Made in another process that forked this one (trainscope/fork.h): the stream, its journal
+  // and `mu` are the parent's. get() raises, Put/Commit drop, close() does nothing.
+  const ForkOwner fork;
 
   Writer& get() const;  // throws ValueError once closed
   // Stages (staging on) or adds the record. Returns what Add* returned (true when staged).

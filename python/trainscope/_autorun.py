@@ -85,8 +85,26 @@ def install(run_dir: str) -> None:
     try:
         _state = _AutoCapture(run_dir)
         _state.arm()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork_in_child)
     except Exception as e:  # noqa: BLE001 - never break the child
         _write_status(run_dir, {"state": "failed", "message": f"install: {e!r}"})
+
+
+def _after_fork_in_child() -> None:
+    """A child forked once the capture made its hook (a DataLoader worker, a script's own
+    fork) leaves that hook to the parent (trainscope's own at-fork handler disarms it): the
+    capture is done here, its patches come off, nothing is reported (the status file is the
+    parent's). A child forked while the capture still searches goes on searching."""
+    st = _state
+    if st is None or st.hook is None or st.done:
+        return
+    st.done = True
+    st.hook = None
+    try:
+        st._unpatch()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def yield_to(hook) -> None:

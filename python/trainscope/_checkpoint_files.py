@@ -55,18 +55,36 @@ def write_checkpoint(dir: str, step: int, pid: int, save: Callable, stage: Calla
     name = base_name(step)
     pt = os.path.join(dir, name + ".pt")
     tmp = os.path.join(dir, f".{name}.pt.tmp-{pid}")
-    with open(tmp, "wb") as f:
-        w = _DigestWriter(f)
-        save(w)
-        f.flush()
-    stage("payload", tmp)
-    _core.install_checkpoint_data(dir, tmp, step)  # fsync, uncommit a replaced one, rename
-    stage("renamed", pt)
-    record = dict(format=FORMAT, version=VERSION, step=step, global_step=global_step,
-                  file=os.path.basename(pt), bytes=w.digest.bytes,
-                  crc32c=f"{w.digest.crc32c:08x}", wall_us=wall_us, reason=reason,
-                  front_end="pytorch", **extra)
-    return pt, _core.commit_checkpoint(dir, json.dumps(record))
+    installed = False
+    try:
+        with open(tmp, "wb") as f:
+            w = _DigestWriter(f)
+            save(w)
+            f.flush()
+        stage("payload", tmp)
+        _core.install_checkpoint_data(dir, tmp, step)  # fsync, uncommit a replaced one, rename
+        installed = True
+        stage("renamed", pt)
+        record = dict(format=FORMAT, version=VERSION, step=step, global_step=global_step,
+                      file=os.path.basename(pt), bytes=w.digest.bytes,
+                      crc32c=f"{w.digest.crc32c:08x}", wall_us=wall_us, reason=reason,
+                      front_end="pytorch", **extra)
+        return pt, _core.commit_checkpoint(dir, json.dumps(record))
+    except BaseException:
+        # Every failure (a full disk, torch.save raising, Ctrl-C half way): nothing of this
+        # checkpoint stays behind, neither the temporary file nor a renamed data file without a
+        # record (either may be as large as the checkpoint, on a disk that is full already).
+        _discard(tmp)
+        if installed and not os.path.exists(os.path.join(dir, name + ".json")):
+            _discard(pt)
+        raise
+
+
+def _discard(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def list_checkpoints(dir: str) -> List[dict]:

@@ -321,6 +321,48 @@ class RunLifecycle:
             self._plan = None  # else the training thread's next save check sees it
         return True
 
+    def _disarm_in_child(self) -> None:
+        """In a child made by os.fork() (a DataLoader worker, multiprocessing's fork start
+        method, a script's own fork): the hook is the parent's. Its threads are not here and
+        its locks may be held for good, so nothing of it is waited for, flushed or closed:
+        it is marked closed (close() and the atexit close do nothing), its torch hooks and
+        patches come off (the child's own use of the model records nothing and costs
+        nothing), and its core objects (stream, journal, runtime) are kept, untouched, for the
+        life of the child. The child may make a Hook of its own."""
+        self._closed = True
+        self._saving = False
+        self._committing = False
+        self._step_callbacks = []
+        _forked_leftovers.append((self._writer, self._runtime, self._clock))
+        try:
+            self._clock.set_writer(None)  # a wrapped loader or step in the child records nothing
+        except Exception:
+            pass
+        self._writer = None
+        self._runtime = None
+        self._dist = None
+        self._stack_watch = None
+        self._comm_timing = None
+        for h in self._handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        self._handles = []
+        try:
+            self._remove_step_hooks()
+        except Exception:
+            pass
+        for obj in self._optimizers + self._scalers:
+            try:
+                del obj.step
+            except Exception:
+                pass
+        try:
+            _GradNormRecorder.remove(self)
+        except Exception:
+            pass
+
     def _close_run(self) -> None:
         """The work of close() (called once)."""
         try:
@@ -423,6 +465,26 @@ class RunLifecycle:
 # ---- close at exit -------------------------------------------------------------------------
 _live_hooks: "weakref.WeakSet[Hook]" = weakref.WeakSet()
 _atexit_installed = False
+
+
+# What the hooks of the parent held, in a forked child (Hook._disarm_in_child): kept, never
+# closed. Their core objects are fork-aware too (include/trainscope/fork.h).
+_forked_leftovers: list = []
+
+
+def _disarm_after_fork() -> None:
+    """os.register_at_fork(after_in_child=...): the parent's hooks are left alone in a child."""
+    hooks = list(_live_hooks)
+    _live_hooks.clear()
+    for h in hooks:
+        try:
+            h._disarm_in_child()
+        except Exception:
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_disarm_after_fork)
 
 
 def _close_all() -> None:

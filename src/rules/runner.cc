@@ -1,6 +1,7 @@
 // RuleRunner: one thread that tails a RecordSource, evaluates rules and emits events.
 #include "trainscope/rules.h"
 #include "trainscope/run.h"
+#include "util/fork_guard.h"
 #include "util/logging.h"
 
 namespace trainscope {
@@ -46,7 +47,20 @@ Result<std::unique_ptr<RuleRunner>> RuleRunner::Start(RuleRunnerOptions options)
   return r;
 }
 
-RuleRunner::~RuleRunner() { Stop(false); }
+RuleRunner::~RuleRunner() {
+  if (fork_.forked()) {
+    // A forked child's copy, destroyed by an owner that did not leak it: the parent's engine,
+    // dispatcher and source may be in the middle of a cycle. Left as they are.
+    (void)actions_.release();
+    (void)engine_.release();
+    AbandonInChild(options_);
+    AbandonInChild(statuses_);
+    AbandonInChild(cv_);
+    AbandonInChild(thread_);
+    return;
+  }
+  Stop(false);
+}
 
 void RuleRunner::Cycle(bool final_cycle) {
   std::string error;
@@ -106,6 +120,7 @@ void RuleRunner::Loop() {
 }
 
 void RuleRunner::Wake() {
+  if (fork_.forked()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     woken_ = true;
@@ -114,6 +129,7 @@ void RuleRunner::Wake() {
 }
 
 bool RuleRunner::CycleNow() {
+  if (fork_.forked()) return false;
   std::lock_guard<std::mutex> cycle(cycle_mu_);  // after a cycle that runs now
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -127,6 +143,7 @@ bool RuleRunner::CycleNow() {
 }
 
 void RuleRunner::Stop(bool finish) {
+  if (fork_.forked()) return;  // the thread is the parent's
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (joined_) return;
@@ -157,6 +174,7 @@ bool RuleRunner::finished() const {
 }
 
 std::vector<RuleStatusInfo> RuleRunner::Statuses() const {
+  if (fork_.forked()) return {};
   std::lock_guard<std::mutex> lock(mu_);
   return statuses_;
 }

@@ -6,6 +6,7 @@
 
 #include "trainscope/schema.h"
 #include "util/env.h"
+#include "util/fork_guard.h"
 #include "util/logging.h"
 
 #ifdef TS_RUNTIME_HAVE_RULES
@@ -61,7 +62,7 @@ void TrainingRuntime::CommitterLoop() {
 }
 
 void TrainingRuntime::NotifyStepEnd() {
-  if (!has_committer_.load(std::memory_order_acquire)) return;
+  if (!has_committer_.load(std::memory_order_acquire) || fork_.forked()) return;
   int64_t now = Env::Default()->MonotonicMicros();
   if (now - last_notify_us_.load(std::memory_order_relaxed) < 1000) return;
   last_notify_us_.store(now, std::memory_order_relaxed);
@@ -83,7 +84,21 @@ void TrainingRuntime::StopCommitter() {
   committer_.join();
 }
 
-TrainingRuntime::~TrainingRuntime() { (void)Close(); }
+TrainingRuntime::~TrainingRuntime() {
+  if (fork_.forked()) {
+    // A forked child's copy: the rules, the sampler, the committer and the writer are the
+    // parent's (their threads are not here, their locks may be held). Left as they are.
+    for (auto& runner : rules_) (void)runner.release();
+    (void)sampler_.release();
+    (void)new std::shared_ptr<Writer>(std::move(writer_));
+    AbandonInChild(committer_);
+    AbandonInChild(committer_cv_);
+    AbandonInChild(stop_reason_);
+    AbandonInChild(bad_request_);
+    return;
+  }
+  (void)Close();
+}
 
 void TrainingRuntime::StartSampler() {
   if (options_.system_monitor_interval_ms <= 0) return;
@@ -147,7 +162,7 @@ Status TrainingRuntime::StartRules(RuntimeRuleSet set) {
 }
 
 void TrainingRuntime::WriteAndEvaluateNow() {
-  if (closed_ || rules_stopped_ || !writer_->WriteNow()) return;
+  if (fork_.forked() || closed_ || rules_stopped_ || !writer_->WriteNow()) return;
 #ifdef TS_RUNTIME_HAVE_RULES
   for (const auto& runner : rules_) runner->CycleNow();
 #endif
@@ -155,6 +170,7 @@ void TrainingRuntime::WriteAndEvaluateNow() {
 
 std::vector<RuleStatusInfo> TrainingRuntime::RuleStatuses() const {
   std::vector<RuleStatusInfo> out;
+  if (fork_.forked()) return out;
 #ifdef TS_RUNTIME_HAVE_RULES
   for (const auto& runner : rules_) {
     std::vector<RuleStatusInfo> s = runner->Statuses();
@@ -187,6 +203,7 @@ StopSource TrainingRuntime::stop_source() const {
 }
 
 bool TrainingRuntime::PollStop(int64_t step, std::string* reason) {
+  if (fork_.forked()) return false;  // the parent's stops (and locks)
   std::unique_lock<std::mutex> poll(poll_mu_, std::defer_lock);
   if (!stop_.load(std::memory_order_acquire) && !closed_ && poll.try_lock()) {
     int64_t now = NowMicros();
@@ -215,6 +232,7 @@ bool TrainingRuntime::Event(const std::string& kind, const std::string& json) {
 }
 
 void TrainingRuntime::StopBackground() {
+  if (fork_.forked()) return;
   StopCommitter();  // before the rules it drives
   if (!rules_.empty() && !rules_stopped_) {
     rules_stopped_ = true;
@@ -226,7 +244,7 @@ void TrainingRuntime::StopBackground() {
 }
 
 Status TrainingRuntime::Close(const std::string& run_end_json) {
-  if (closed_ || !writer_) return Status::OK();
+  if (closed_ || !writer_ || fork_.forked()) return Status::OK();
   closed_ = true;
   if (!run_end_json.empty()) Event(schema::event::kRunEnd, run_end_json);
   StopBackground();

@@ -1,6 +1,9 @@
 #include "trainscope/runtime.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
@@ -216,6 +219,76 @@ TEST(TrainingRuntime, TheStopSourceSaysWhereTheFirstRequestCameFrom) {
   ASSERT_TRUE(rt2.ok());
   (*rt2)->RequestStop("preempted");
   EXPECT_EQ((*rt2)->stop_source(), StopSource::kRequest);
+}
+
+// A child made by fork() after the runtime opened (its writer, sampler, rule runners and
+// committer running) flushes, closes and destroys its copy and exits at once: nothing of the
+// parent's is waited for (the threads are not in the child) or written, and the parent's run
+// goes on, whole. The child opens a runtime of its own in another run.
+TEST(TrainingRuntime, AForkedChildLeavesTheParentsRuntimeAlone) {
+  testing::TempDir tmp, child_tmp;
+  RuntimeOptions o;
+  o.run_dir = tmp.path();
+  o.system_monitor_interval_ms = 100;
+  o.rules_json = R"({"rules":[{"name":"exploding_tensor"}]})";
+  o.rules_committer = true;
+  o.rule_poll_ms = 5;
+  auto rt = TrainingRuntime::Open(o);
+  ASSERT_TRUE(rt.ok()) << rt.status().ToString();
+  for (int64_t i = 0; i < 50; ++i) {
+    (*rt)->writer()->AddScalar({"losses/loss", i, Mode::kTrain, i, 1.0, NowMicros()});
+    (*rt)->NotifyStepEnd();
+  }
+  const std::string child_run = child_tmp.path();
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int bad = 0;
+    Writer* w = (*rt)->writer();
+    bad += w->AddScalar({"losses/loss", 99, Mode::kTrain, 99, 2.0, NowMicros()}) ? 1 : 0;
+    w->Flush();
+    (*rt)->NotifyStepEnd();
+    (*rt)->WriteAndEvaluateNow();
+    bad += (*rt)->PollStop(1) ? 1 : 0;
+    bad += (*rt)->Close(R"({"from":"child"})").ok() ? 0 : 1;
+    rt->reset();  // the destructor too
+    RuntimeOptions co;
+    co.run_dir = child_run;
+    co.system_monitor_interval_ms = 100;
+    auto own = TrainingRuntime::Open(co);
+    bad += own.ok() ? 0 : 1;
+    if (own.ok()) {
+      bad += (*own)->writer()->AddScalar({"losses/loss", 0, Mode::kTrain, 0, 3.0, NowMicros()}) ? 0 : 1;
+      bad += (*own)->Close().ok() ? 0 : 1;
+    }
+    ::_exit(bad == 0 ? 0 : 1);
+  }
+  int status = 0;
+  pid_t got = 0;
+  for (int64_t until = NowMicros() + 60'000'000; got == 0 && NowMicros() < until;) {
+    got = ::waitpid(pid, &status, WNOHANG);
+    if (got == 0) Env::Default()->SleepMicros(10'000);
+  }
+  if (got == 0) {  // hung: the bug this test is about
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the forked child did not exit";
+  }
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  for (int64_t i = 50; i < 60; ++i)
+    (*rt)->writer()->AddScalar({"losses/loss", i, Mode::kTrain, i, 1.0, NowMicros()});
+  ASSERT_TRUE((*rt)->Close(R"({"from":"parent"})").ok());
+  auto r = RunReader::Open(tmp.path());
+  ASSERT_TRUE(r.ok());
+  auto series = (*r)->Scalar("losses/loss");
+  ASSERT_EQ(series.size(), 60u);  // the child's step 99 is not among them
+  EXPECT_EQ(series.back().step, 59);
+  auto ends = EventsOf(tmp.path(), "run_end");
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_NE(ends[0].json.find("parent"), std::string::npos);
+  auto cr = RunReader::Open(child_run);
+  ASSERT_TRUE(cr.ok());
+  EXPECT_EQ((*cr)->Scalar("losses/loss").size(), 1u);
 }
 
 #ifdef __linux__

@@ -18,6 +18,7 @@
 #include "store/segment.h"
 #include "trainscope/schema.h"
 #include "util/env.h"
+#include "util/fork_guard.h"
 #include "util/logging.h"
 
 namespace trainscope {
@@ -57,8 +58,17 @@ class Writer::Impl {
 
   ~Impl() { (void)Close(); }
 
+  // In a forked child (util/fork_guard.h) the writer thread is not there and mu_ or io_mu_ may
+  // be held for good: every call is a no-op (a record is dropped and counted) and Writer's
+  // destructor leaves the Impl alone. The parent's stream is untouched.
+  bool forked() const { return fork_.forked(); }
+
   bool Enqueue(Item item) {
     size_t bytes = ItemBytes(item);
+    if (forked()) {
+      Reject(bytes);
+      return false;
+    }
     std::unique_lock<std::mutex> lock(mu_);
     ++enqueued_seq_;
     if (closing_ || queue_.size() >= opt_.queue_max_records ||
@@ -94,6 +104,7 @@ class Writer::Impl {
   }
 
   void Flush() {
+    if (forked()) return;
     std::unique_lock<std::mutex> lock(mu_);
     uint64_t target = enqueued_seq_;
     flush_requested_ = std::max(flush_requested_, target);
@@ -102,6 +113,7 @@ class Writer::Impl {
   }
 
   void FlushAsync() {
+    if (forked()) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
       flush_requested_ = std::max(flush_requested_, enqueued_seq_);
@@ -110,11 +122,13 @@ class Writer::Impl {
   }
 
   void SetFlushListener(std::function<void()> listener) {
+    if (forked()) return;
     std::lock_guard<std::mutex> lock(listener_mu_);
     listener_ = std::move(listener);
   }
 
   Status Close() {
+    if (forked()) return Status::OK();  // the parent's writer: nothing of it is ours to close
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_) return first_error_;
@@ -136,6 +150,7 @@ class Writer::Impl {
     s.records_dropped = records_dropped_.load();
     s.bytes_dropped = bytes_dropped_.load();
     s.io_errors = io_errors_.load();
+    if (forked()) return s;
     std::lock_guard<std::mutex> lock(mu_);
     s.queue_high_water = high_water_;
     return s;
@@ -146,6 +161,7 @@ class Writer::Impl {
   // Encodes and writes everything queued on the calling thread (WriteNow), while the writer
   // thread stays in charge of ticks, stats and close. True when it wrote bytes.
   bool WriteNow() {
+    if (forked()) return false;
     std::lock_guard<std::mutex> io(io_mu_);
     uint64_t before = bytes_written_.load(std::memory_order_relaxed);
     Pass(/*write_now=*/true);
@@ -559,11 +575,15 @@ class Writer::Impl {
   bool failed_ = false;
   int64_t retry_at_ = 0;
   std::string reserve_path_;
+  const ForkOwner fork_;
   std::thread thread_;
 };
 
 Writer::Writer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Writer::~Writer() = default;
+Writer::~Writer() {
+  // A forked child's copy: its thread, locks and files are the parent's. Left alone (leaked).
+  if (impl_ && impl_->forked()) (void)impl_.release();
+}
 
 Result<std::unique_ptr<Writer>> Writer::Open(const WriterOptions& options) {
   Env* env = options.env ? options.env : Env::Default();

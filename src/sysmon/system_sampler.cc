@@ -9,6 +9,7 @@
 #include "sysmon/sample_builder.h"
 #include "trainscope/schema.h"
 #include "trainscope/sysmon.h"
+#include "util/fork_guard.h"
 #include "util/logging.h"
 
 namespace trainscope {
@@ -41,7 +42,10 @@ class SystemSampler::Impl {
 
   ~Impl() { Stop(); }
 
+  bool forked() const { return fork_.forked(); }
+
   Status Start() {
+    if (forked()) return Status::Unavailable("the system sampler belongs to the parent process");
     std::lock_guard<std::mutex> lock(mu_);
     if (thread_.joinable()) return Status::AlreadyExists("system sampler already running");
     stop_ = false;
@@ -50,6 +54,7 @@ class SystemSampler::Impl {
   }
 
   void Stop() {
+    if (forked()) return;  // a forked child: the sampling thread is the parent's
     std::thread t;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -97,6 +102,7 @@ class SystemSampler::Impl {
   }
 
   SystemSamplerStats stats() const {
+    if (forked()) return stats_;
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
   }
@@ -130,6 +136,7 @@ class SystemSampler::Impl {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  const ForkOwner fork_;
   std::thread thread_;
   SystemSamplerStats stats_;
 };
@@ -150,7 +157,13 @@ Result<std::unique_ptr<SystemSampler>> SystemSampler::Create(SystemSamplerOption
 }
 
 SystemSampler::SystemSampler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-SystemSampler::~SystemSampler() { impl_->Stop(); }
+SystemSampler::~SystemSampler() {
+  if (impl_->forked()) {  // a forked child's copy: left alone (leaked), see util/fork_guard.h
+    (void)impl_.release();
+    return;
+  }
+  impl_->Stop();
+}
 Status SystemSampler::Start() { return impl_->Start(); }
 void SystemSampler::Stop() { impl_->Stop(); }
 void SystemSampler::SampleOnce(int64_t monotonic_us, int64_t wall_us) {

@@ -3,6 +3,7 @@ checkpoints, stop_training's final checkpoint, and rollback on divergence.
 
 The preemption, SIGKILL and rollback tests run the real examples in subprocesses
 (examples/pytorch/preemptible.py, rollback.py); each training is a few hundred tiny steps."""
+import errno
 import glob
 import json
 import os
@@ -211,6 +212,72 @@ def test_non_finite_parameters_are_not_saved(tmp_path):
         model[0].weight[0, 0] = float("nan")
     ckpt.after_step(1)
     assert [c["step"] for c in ckpt.checkpoints()] == [1]
+
+
+def _leftovers(d):
+    """Files of the directory that are neither a committed record nor its data file."""
+    names = os.listdir(d)
+    committed = {n[:-5] for n in names if n.endswith(".json") and n.startswith("ckpt-")}
+    return [n for n in names if not (n.startswith("ckpt-") and n.rsplit(".", 1)[0] in committed
+                                     and n.rsplit(".", 1)[1] in ("json", "pt"))]
+
+
+def _full_disk(*_a, **_k):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("where", ["write", "fsync", "record"])
+def test_a_failed_checkpoint_leaves_no_file_behind(tmp_path, monkeypatch, caplog, where):
+    """A full disk at any stage (torch.save's writes, the fsync before the rename, the record):
+    the temporary file (and a renamed data file without its record) is removed at once, the
+    failure is counted and logged once, and the training and later checkpoints go on."""
+    from trainscope import _checkpoint_files as cf
+    model, opt = _tiny_model()
+    d = str(tmp_path / "ck")
+    ckpt = ts.Checkpointer(d, model, opt, every_steps=1, handle_preemption=False)
+    ckpt.after_step(0)  # one good checkpoint first
+    real_write = cf._DigestWriter.write
+    if where == "write":
+        calls = []
+
+        def write(self, b):  # some bytes reach the file, then the disk is full
+            calls.append(len(b))
+            if len(calls) > 1:
+                _full_disk()
+            return real_write(self, b)
+        monkeypatch.setattr(cf._DigestWriter, "write", write)
+    elif where == "fsync":
+        monkeypatch.setattr(cf._core, "install_checkpoint_data", _full_disk)
+    else:
+        monkeypatch.setattr(cf._core, "commit_checkpoint", _full_disk)
+    with caplog.at_level("WARNING", logger="trainscope"):
+        for step in (1, 2, 3):
+            ckpt.after_step(step)
+            assert _leftovers(d) == []
+    assert ckpt.stats()["errors"] == 3
+    assert len([r for r in caplog.records if "checkpoint save failed" in r.getMessage()]) == 1
+    assert [c["step"] for c in ckpt.checkpoints()] == [1]
+    monkeypatch.undo()  # room again: the next checkpoint is written
+    ckpt.after_step(4)
+    assert [c["step"] for c in ckpt.checkpoints()][-1] == 5 and _leftovers(d) == []
+
+
+def test_an_interrupted_checkpoint_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """Ctrl-C during torch.save: the KeyboardInterrupt reaches the training (it is not
+    swallowed) and the partly written temporary file is gone."""
+    model, opt = _tiny_model()
+    d = str(tmp_path / "ck")
+    ckpt = ts.Checkpointer(d, model, opt, every_steps=1, handle_preemption=False)
+    seen = []
+
+    def interrupted_save(obj, f, *a, **k):
+        f.write(b"x" * 4096)  # part of it is on disk
+        seen.append(os.listdir(d))
+        raise KeyboardInterrupt
+    monkeypatch.setattr(torch, "save", interrupted_save)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.after_step(0)
+    assert seen and seen[0] != [] and os.listdir(d) == []
 
 
 def test_split_rollback_takes_the_action_out_of_the_rules_config():

@@ -186,6 +186,34 @@ def test_python_m_pythonpath_and_own_sitecustomize_keep_working(cli, tmp_path):
     assert list(steps) == list(range(12))
 
 
+def test_a_run_directory_with_colons_and_spaces_is_captured(cli, tmp_path):
+    """PYTHONPATH splits at ':': the bootstrap then lives in a private temporary folder (removed
+    after the run), and the run directory itself may hold any character."""
+    run = tmp_path / "a:b c" / "run: 1"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    p = run_under(cli, run, "--steps", "12", env={"TMPDIR": str(tmp)})
+    assert p.returncode == 0, p.stderr
+    assert "finished" in p.stdout and "disabled" not in p.stderr
+    steps, _ = ts.open_run(str(run)).scalar("losses/loss")
+    assert list(steps) == list(range(12))
+    assert statuses(str(run))[-1]["state"] == "active"
+    # the temporary bootstrap folder is gone (torch may leave its own caches there)
+    assert [n for n in os.listdir(tmp) if n.startswith("trainscope-boot-")] == []
+
+
+def test_capture_that_cannot_be_set_up_says_why(cli, tmp_path):
+    run = tmp_path / "blocked"
+    run.mkdir()
+    (run / "instrument").write_text("a file where the bootstrap's folder goes")
+    p = subprocess.run([cli, "run", "--out", str(run), "--", sys.executable, SCRIPT,
+                        "--steps", "3"], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr
+    assert "finished" in p.stdout
+    assert "zero-code capture was not set up (cannot create" in p.stderr, p.stderr
+    assert "not a Python command" not in p.stderr, p.stderr
+
+
 def test_torchrun_job_records_every_rank(cli, tmp_path):
     run = tmp_path / "ddp"
     script = os.path.join(os.path.dirname(__file__), "scripts", "plain_ddp.py")

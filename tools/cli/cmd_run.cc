@@ -218,15 +218,19 @@ int Run(Context& ctx) {
   if (quiet && std::getenv("TRAINSCOPE_LOG_LEVEL") == nullptr)
     child_env["TRAINSCOPE_LOG_LEVEL"] = "error";
   AddFlightRecorderEnv(out, &child_env);  // torch's flight recorder, where NCCL can be used
+  Instrumentation instrumentation;
+  std::string instrument_error;  // why zero-code capture could not be set up
   if (!no_instrument) {
     auto ins = PrepareInstrumentation({.run_dir = out,
                                        .model_regex = model_regex,
                                        .fast_stops = !rules.empty(),
                                        .nonfinite_stops = rules});
     if (ins.ok()) {
-      child_env.insert(ins->begin(), ins->end());
+      instrumentation = std::move(ins).value();
+      child_env.insert(instrumentation.env.begin(), instrumentation.env.end());
     } else {
-      ctx.err << "trainscope run: zero-code capture disabled: " << ins.status().message() << "\n";
+      instrument_error = ins.status().message();
+      ctx.err << "trainscope run: zero-code capture disabled: " << instrument_error << "\n";
     }
   }
 
@@ -234,6 +238,7 @@ int Run(Context& ctx) {
   const int64_t oom_before = OomKillCount();  // the machine's and this cgroup's kills so far
   ChildProcess child;
   if (!child.Start(command, child_env, &error)) {
+    RemoveInstrumentation(instrumentation);
     ctx.err << "trainscope run: " << error << "\n";
     w.AddEvent({schema::event::kLaunchFailed, NowMicros(), nlohmann::json{{"error", error}}.dump()});
     w.Close();
@@ -338,13 +343,17 @@ int Run(Context& ctx) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   status.Finish();
+  RemoveInstrumentation(instrumentation);
   if (metrics) metrics->Stop();
   if (sampler.ok()) (*sampler)->Stop();
   if (runner) runner->Stop(/*finish=*/true);
   int code = child.exit_code();
   std::vector<std::string> captured;
   bool stopped_at_step = code == kStoppedExitCode;
-  if (!no_instrument) {
+  if (!instrument_error.empty()) {
+    captured.push_back("zero-code capture was not set up (" + instrument_error +
+                       "); only system samples were recorded");
+  } else if (!no_instrument) {
     const auto statuses = ReadInstrumentStatus(out);
     for (const auto& s : statuses) {
       w.AddEvent({schema::event::kInstrumentation, NowMicros(), s.json});

@@ -1,9 +1,14 @@
 #include "instrument.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "util/env.h"
 
@@ -73,21 +78,57 @@ std::string Absolute(const std::string& p) {
   return ec ? p : a.lexically_normal().string();
 }
 
+// A private folder for the bootstrap, under $TMPDIR or else /tmp, whose path can be an entry
+// of PYTHONPATH (no ':'). Empty, with *why set, when none could be made.
+std::string MakePrivateBootDir(std::string* why) {
+  std::vector<std::string> bases;
+  const char* tmpdir = std::getenv("TMPDIR");
+  if (tmpdir && *tmpdir) bases.push_back(Absolute(tmpdir));
+  bases.push_back("/tmp");
+  for (const std::string& base : bases) {
+    if (base.find(':') != std::string::npos) {
+      *why += (why->empty() ? "" : "; ") + base + " holds a ':' too";
+      continue;
+    }
+    std::string templ = base + "/trainscope-boot-XXXXXX";
+    if (::mkdtemp(templ.data()) != nullptr) return templ;
+    *why += (why->empty() ? "" : "; ") + std::string("cannot create a folder in ") + base +
+            ": " + std::strerror(errno);
+  }
+  return "";
+}
+
 }  // namespace
 
-Result<std::map<std::string, std::string>> PrepareInstrumentation(const InstrumentOptions& o) {
+Result<Instrumentation> PrepareInstrumentation(const InstrumentOptions& o) {
   const std::string run_dir = Absolute(o.run_dir);
-  const std::string boot = run_dir + "/instrument/boot";
+  Instrumentation ins;
   Env* fs_env = Env::Default();
-  Status made = fs_env->CreateDirs(boot);
-  if (!made.ok()) return Status::IOError("cannot create " + boot + ": " + made.message());
-  const std::string path = boot + "/sitecustomize.py";
+  if (run_dir.find(':') == std::string::npos) {
+    ins.boot_dir = run_dir + "/instrument/boot";
+    Status made = fs_env->CreateDirs(ins.boot_dir);
+    if (!made.ok())
+      return Status::IOError("cannot create " + ins.boot_dir + ": " + made.message());
+  } else {
+    // PYTHONPATH splits at ':': the bootstrap goes where the path has none, and the child
+    // finds the run directory through TRAINSCOPE_RUN_DIR as always.
+    std::string why;
+    ins.boot_dir = MakePrivateBootDir(&why);
+    if (ins.boot_dir.empty())
+      return Status::IOError("the run directory's path holds a ':', which PYTHONPATH cannot "
+                             "carry, and no other folder could take the bootstrap (" + why + ")");
+    ins.temporary = true;
+  }
+  const std::string path = ins.boot_dir + "/sitecustomize.py";
   Status wrote = fs_env->WriteFileAtomic(path, kBootstrap);
-  if (!wrote.ok()) return Status::IOError("cannot write " + path + ": " + wrote.message());
+  if (!wrote.ok()) {
+    RemoveInstrumentation(ins);
+    return Status::IOError("cannot write " + path + ": " + wrote.message());
+  }
 
-  std::map<std::string, std::string> env;
+  std::map<std::string, std::string>& env = ins.env;
   const char* old = std::getenv("PYTHONPATH");
-  env["PYTHONPATH"] = boot + (old && *old ? ":" + std::string(old) : "");
+  env["PYTHONPATH"] = ins.boot_dir + (old && *old ? ":" + std::string(old) : "");
   env["TRAINSCOPE_INSTRUMENT"] = "1";
   if (!o.model_regex.empty()) env["TRAINSCOPE_MODEL_REGEX"] = o.model_regex;
   nlohmann::json opts = nlohmann::json::object();
@@ -110,7 +151,13 @@ Result<std::map<std::string, std::string>> PrepareInstrumentation(const Instrume
   }
   if (!stops.empty()) opts["nonfinite_stops"] = stops;
   env["TRAINSCOPE_INSTRUMENT_OPTIONS"] = opts.dump();
-  return env;
+  return ins;
+}
+
+void RemoveInstrumentation(const Instrumentation& ins) {
+  if (!ins.temporary || ins.boot_dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(ins.boot_dir, ec);  // best effort: a folder in /tmp
 }
 
 std::vector<InstrumentStatus> ReadInstrumentStatus(const std::string& run_dir, Env* env) {
@@ -148,8 +195,9 @@ std::vector<std::string> DescribeInstrumentation(const std::vector<InstrumentSta
   if (!captured && lines.empty()) {
     if (s.empty()) {
       lines.push_back(
-          "no Python process loaded the zero-code capture (not a Python command, or an "
-          "interpreter started with -I, -E or -S); only system samples were recorded");
+          "no Python process loaded the zero-code capture (not a Python command, an "
+          "interpreter started with -I, -E or -S, or a command that set its own PYTHONPATH); "
+          "only system samples were recorded");
     } else {
       for (const auto& e : s) {
         if (!e.message.empty()) lines.push_back("pid " + std::to_string(e.pid) + ": " + e.message);

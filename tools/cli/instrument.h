@@ -25,10 +25,25 @@ struct InstrumentOptions {
   std::vector<RuleConfig> nonfinite_stops;
 };
 
-// Writes RUN/instrument/boot/sitecustomize.py and returns the environment the child needs
-// (PYTHONPATH with the bootstrap first, the existing PYTHONPATH after it, and the
-// TRAINSCOPE_INSTRUMENT* variables).
-Result<std::map<std::string, std::string>> PrepareInstrumentation(const InstrumentOptions& o);
+// What the child needs for zero-code capture.
+struct Instrumentation {
+  // PYTHONPATH with the bootstrap's folder first and the existing PYTHONPATH after it, and the
+  // TRAINSCOPE_INSTRUMENT* variables
+  std::map<std::string, std::string> env;
+  std::string boot_dir;  // the folder of the bootstrap sitecustomize.py
+  // Set when boot_dir is a private temporary folder (the run directory's path cannot be an
+  // entry of PYTHONPATH: it holds a ':'): RemoveInstrumentation removes it after the child.
+  bool temporary = false;
+};
+
+// Writes the bootstrap sitecustomize.py into RUN/instrument/boot, or, when that path cannot be
+// put on PYTHONPATH (a ':' in it, PYTHONPATH's separator), into a private folder made under
+// $TMPDIR or /tmp; the run directory itself may hold any character. The error names why no
+// bootstrap could be written.
+Result<Instrumentation> PrepareInstrumentation(const InstrumentOptions& o);
+
+// Removes a temporary bootstrap folder (nothing for one inside the run directory).
+void RemoveInstrumentation(const Instrumentation& ins);
 
 // One Python process's report: its pid, state (armed, searching, active, stopped, stood_down,
 // failed), message and the whole JSON text.
