@@ -482,7 +482,9 @@ def docs_env(tmp_path_factory):
     bindir = root / "bin"
     bindir.mkdir()
     os.symlink(cli, bindir / "trainscope")
-    os.symlink(sys.executable, bindir / "python")
+    # a script, not a link: a venv's python finds its pyvenv.cfg by the path it is started as
+    (bindir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bindir / "python").chmod(0o755)
     home = root / "home"
     home.mkdir()
     environ = dict(os.environ)
@@ -495,8 +497,9 @@ def docs_env(tmp_path_factory):
     prepared_root = root / "prepared"
     prepared_root.mkdir()
     prepared = prepared_root / RUN
-    subprocess.run([sys.executable, str(HERE / "train.py"), "--hook", str(prepared)],
-                   env=environ, check=True, capture_output=True, timeout=COMMAND_TIMEOUT_S)
+    # in this process: one import of torch less (each costs seconds on a busy machine)
+    with contextlib.redirect_stdout(open(os.devnull, "w")):
+        train_script.main(["--hook", str(prepared)])
     history = root / "history.db"
     subprocess.run([cli, "report", str(prepared), "--history", str(history),
                     "--out", str(root / "prepared-report.html")],

@@ -33,11 +33,11 @@ def data(n_batches: int = BATCHES_PER_EPOCH, seed: int = 1):
     return [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, len(x), BATCH)]
 
 
-def main() -> None:
+def main(argv=None) -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--hook", help="record with ts.Hook into this run directory")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = MLP()
@@ -63,7 +63,7 @@ def main() -> None:
     if hook:
         hook.save_scalar("val_acc", 0.9)
         hook.close()
-    print(f"final loss {float(loss):.4f}")
+    print(f"final loss {loss.item():.4f}")
 
 
 if __name__ == "__main__":
