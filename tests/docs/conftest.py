@@ -156,10 +156,8 @@ class Objects:
 
     def make_hook(self):
         import trainscope as ts
-        hook = ts.Hook(out_dir="runs/hook", save_interval=5, system_monitor_interval_ms=0)
-        hook.register_module(self.get("model"))
-        hook.register_loss(self.get("criterion"))
-        return hook
+        # nothing registered: the snippet registers what it shows
+        return ts.Hook(out_dir="runs/hook", save_interval=5, system_monitor_interval_ms=0)
 
     def make_ckpt(self):
         import trainscope as ts
@@ -218,22 +216,69 @@ class _Tokens:
                 "labels": self.labels[i]}
 
 
+class _Names(ast.NodeVisitor):
+    """Names read before the block binds them, visited in evaluation order (the value of an
+    assignment before its targets: `model = prepare(model)` reads the user's model)."""
+
+    def __init__(self):
+        self.bound, self.free, self.imports = set(), set(), False
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load):
+            if node.id not in self.bound:
+                self.free.add(node.id)
+        else:
+            self.bound.add(node.id)
+
+    def visit_Assign(self, node):
+        self.visit(node.value)
+        for t in node.targets:
+            self.visit(t)
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            self.visit(node.value)
+        self.visit(node.target)
+
+    def visit_AugAssign(self, node):
+        self.visit(node.value)
+        if isinstance(node.target, ast.Name) and node.target.id not in self.bound:
+            self.free.add(node.target.id)
+        self.visit(node.target)
+
+    def visit_For(self, node):
+        self.visit(node.iter)
+        self.visit(node.target)
+        for n in node.body + node.orelse:
+            self.visit(n)
+
+    def visit_withitem(self, node):
+        self.visit(node.context_expr)
+        if node.optional_vars is not None:
+            self.visit(node.optional_vars)
+
+    def _bind_def(self, node):
+        self.bound.add(node.name)
+        self.generic_visit(node)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _bind_def
+
+    def visit_arg(self, node):
+        self.bound.add(node.arg)
+
+    def _import(self, node):
+        self.imports = True
+        for a in node.names:
+            self.bound.add((a.asname or a.name).split(".")[0])
+
+    visit_Import = visit_ImportFrom = _import
+
+
 def python_names(source: str):
-    """(names the block reads but never binds, whether it has import statements)."""
-    tree = ast.parse(source)
-    stored, loaded, imports = set(), set(), False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            (loaded if isinstance(node.ctx, ast.Load) else stored).add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            stored.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            imports = True
-            for a in node.names:
-                stored.add((a.asname or a.name).split(".")[0])
-        elif isinstance(node, ast.arg):
-            stored.add(node.arg)
-    return loaded - stored, imports
+    """(names the block reads before it binds them, whether it has import statements)."""
+    v = _Names()
+    v.visit(ast.parse(source))
+    return v.free, v.imports
 
 
 def flavour_of(source: str) -> str:

@@ -16,19 +16,19 @@ BATCHES_PER_EPOCH = 5
 class MLP(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc1 = torch.nn.Linear(64, 32)
         self.relu = torch.nn.ReLU()
-        self.fc2 = torch.nn.Linear(16, 3)
+        self.fc2 = torch.nn.Linear(32, 10)
 
     def forward(self, x):
         return self.fc2(self.relu(self.fc1(x)))
 
 
 def data(n_batches: int = BATCHES_PER_EPOCH, seed: int = 1):
-    """(x, y) batches: the class is the argmax of three fixed projections (learnable)."""
+    """(x, y) batches: the class is the argmax of ten fixed projections (learnable)."""
     g = torch.Generator().manual_seed(seed)
-    proj = torch.randn(8, 3, generator=g)
-    x = torch.randn(n_batches * BATCH, 8, generator=g)
+    proj = torch.randn(64, 10, generator=g)
+    x = torch.randn(n_batches * BATCH, 64, generator=g)
     y = (x @ proj).argmax(1)
     return [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, len(x), BATCH)]
 
