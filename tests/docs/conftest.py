@@ -471,6 +471,15 @@ class DocsEnv:
             assert documented == real, f"{block.where}: table {name}: documented columns " \
                                        f"{documented}, the history has {real}"
 
+    def run_keys(self, block):
+        with open(self.prepared / block.keys_of) as f:
+            real = set(json.load(f))
+        documented = set(docblocks.outline_keys(block.source))
+        assert documented == real, (
+            f"{block.where}: the outline of {block.keys_of} lists {sorted(documented)}; "
+            f"undocumented: {sorted(real - documented)}, not in the file: "
+            f"{sorted(documented - real)}")
+
     # -- synopsis
     def run_synopsis(self, block):
         lines = docblocks.synopsis_lines(block.source)

@@ -18,6 +18,9 @@ A comment right before a block (blank lines allowed between) says what else to d
                                                   be in `trainscope help CMD`
   <!-- docs-test: config -->                      see json/yaml above
   <!-- docs-test: exit=76 -->                     the exit code every command must have
+  <!-- docs-test: keys=report/summary.json -->    an outline of a JSON file: the words that
+                                                  start its lines are the file's top-level
+                                                  keys, all of them (in the finished run)
 
 Any other block (no language, cpp, ...) must be marked, or it is a failing example.
 """
@@ -30,7 +33,7 @@ from sybil import Document, Region
 from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 
 DIRECTIVE = re.compile(r"<!--\s*docs-test:(?P<args>.*?)-->", re.S)
-KNOWN_KEYS = {"skip", "reason", "synopsis", "config", "exit"}
+KNOWN_KEYS = {"skip", "reason", "synopsis", "config", "exit", "keys"}
 SHELL_LANGUAGES = {"sh", "console", "bash", "shell"}
 
 
@@ -48,6 +51,7 @@ class Block:
                                # skip, error
     reason: str = ""           # skip: why not run; error: what is wrong
     exit_code: int = 0
+    keys_of: str = ""          # keys: the JSON file of the finished run the block outlines
 
     @property
     def runnable(self) -> bool:
@@ -90,6 +94,10 @@ def classify(path: str, line: int, language: str, source: str,
             b.kind, b.reason = "skip", d["reason"].strip()
         elif "reason" in d:
             raise BlockError("docs-test comment: reason= without skip")
+        elif "keys" in d:
+            if not d["keys"]:
+                raise BlockError("docs-test keys= needs the file of the run it outlines")
+            b.kind, b.keys_of = "keys", d["keys"]
         elif "synopsis" in d:
             b.kind = "synopsis"
         elif "config" in d:
@@ -183,6 +191,11 @@ def synopsis_lines(source: str) -> List[str]:
         elif l.strip() and out and l[:1].isspace():
             out[-1] += " " + l.strip()
     return out
+
+
+def outline_keys(source: str) -> List[str]:
+    """The top-level keys of an outline: the first word of each line that starts a key."""
+    return [m.group(1) for m in re.finditer(r"^([A-Za-z_][\w]*)(?:\[\])?\s", source, re.M)]
 
 
 def synopsis_command(line: str) -> str:
