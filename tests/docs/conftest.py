@@ -5,7 +5,7 @@ The fixtures supply what an example leaves out:
 - `trainscope` and `python` on PATH (TRAINSCOPE_BIN points at the CLI; else build/'s);
 - a finished run, made once per session by a real tiny training with ts.Hook (train.py --hook),
   copied as runs/exp1 into the folder of every block that reads a run;
-- train.py and rules.json in that folder; TRAINSCOPE_HOME in the session's temp dir (history);
+- train.py, rules.json and typo.json (the configurations the docs show in comments) there; TRAINSCOPE_HOME in the session's temp dir (history);
 - for Python blocks, the objects a snippet uses without making them (model, criterion, opt,
   loader, x, y, hook, ...: see Objects), and `ts`/`torch` for fragments: a block with import
   statements of its own must import what it uses.
@@ -328,6 +328,8 @@ class DocsEnv:
         shutil.copy(HERE / "train.py", d / "train.py")
         (d / "rules.json").write_text(json.dumps(
             {"rules": [{"name": "low_gpu_utilization", "params": {"patience": "200"}}]}))
+        (d / "typo.json").write_text(json.dumps(
+            {"rules": [{"name": "overfit", "params": {"ratio": 2}}]}))
         if with_run:
             shutil.copytree(self.prepared, d / RUN)
         return d
@@ -390,14 +392,14 @@ class DocsEnv:
     def run_shell(self, block):
         cmds = docblocks.shell_commands(block.source, block.language)
         assert cmds, f"{block.where}: a shell block without a command"
-        for argv in cmds:
+        for argv, _ in cmds:
             if argv[0] != "trainscope":
                 pytest.fail(f"{block.where}: {' '.join(argv)!r}: only trainscope commands run "
                             "here; mark the block <!-- docs-test: skip reason=\"...\" -->",
                             pytrace=False)
-        makes_run = any(argv[1:2] == ["run"] for argv in cmds)
+        makes_run = any(argv[1:2] == ["run"] for argv, _ in cmds)
         cwd = self.workdir(block, with_run=not makes_run)
-        for argv in cmds:
+        for argv, shown in cmds:
             argv = [self.bin] + [re.sub(r"\bRUN\b", RUN, a) for a in argv[1:]]
             if argv[1] == "serve":
                 self.check_serve(block, argv, cwd)
@@ -407,6 +409,9 @@ class DocsEnv:
             assert r.returncode == block.exit_code, (
                 f"{block.where}: {' '.join(argv[1:])} exited {r.returncode}, documented "
                 f"{block.exit_code}\nstdout: {r.stdout[-3000:]}\nstderr: {r.stderr[-3000:]}")
+            assert docblocks.output_matches(shown, r.stdout + r.stderr), (
+                f"{block.where}: {' '.join(argv[1:])}: the documented output\n{shown}\n"
+                f"is not what it printed:\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
 
     def check_serve(self, block, argv, cwd):
         """A server runs until stopped: it must answer /api/runs with the run, then stop."""

@@ -27,7 +27,7 @@ Any other block (no language, cpp, ...) must be marked, or it is a failing examp
 import dataclasses
 import re
 import shlex
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from sybil import Document, Region
 from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
@@ -159,27 +159,45 @@ class DocBlockParser:
 
 # ---- helpers for the evaluators -----------------------------------------------------------
 
-def shell_commands(source: str, language: str) -> List[List[str]]:
-    """The commands of a shell block: continuation lines joined, `$ ` prompts taken off (in a
-    console block only `$ ` lines are commands), comments dropped."""
+def shell_commands(source: str, language: str) -> List[Tuple[List[str], str]]:
+    """The commands of a shell block with the output shown after each: continuation lines
+    joined, comments dropped. In a block with `$ ` prompts (a console block) only the `$ `
+    lines are commands and the lines after one are its documented output."""
     lines = source.splitlines()
-    if language == "console" or any(l.startswith("$ ") for l in lines):
-        lines = [l[2:] for l in lines if l.startswith("$ ")]
-    joined, cur = [], ""
+    prompted = language == "console" or any(l.startswith("$ ") for l in lines)
+    entries: List[List] = []   # [command line, output lines]
+    cur = ""
     for l in lines:
+        if prompted and not l.startswith("$ ") and not cur:
+            if entries:
+                entries[-1][1].append(l)
+            continue
+        if prompted and l.startswith("$ "):
+            l = l[2:]
         if l.rstrip().endswith("\\"):
             cur += l.rstrip()[:-1] + " "
             continue
-        joined.append(cur + l)
+        entries.append([cur + l, []])
         cur = ""
     if cur:
-        joined.append(cur)
+        entries.append([cur, []])
     out = []
-    for l in joined:
-        argv = shlex.split(l, comments=True)
+    for line, shown in entries:
+        argv = shlex.split(line, comments=True)
         if argv:
-            out.append(argv)
+            out.append((argv, "\n".join(shown)))
     return out
+
+
+def output_matches(shown: str, actual: str) -> bool:
+    """Every line of the documented output is in the actual output, whitespace-normalized
+    (a wrapped line may be joined), `...` standing for anything."""
+    norm = " ".join(actual.split())
+    want = " ".join(shown.split())
+    if not want:
+        return True
+    pattern = ".*?".join(re.escape(part) for part in want.split("..."))
+    return re.search(pattern, norm) is not None
 
 
 def synopsis_lines(source: str) -> List[str]:
