@@ -32,7 +32,8 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from sybil import Document, Region
 from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 
-DIRECTIVE = re.compile(r"<!--\s*docs-test:(?P<args>.*?)-->", re.S)
+# a comment on a line of its own (one quoted in the text, `<!-- docs-test: ... -->`, is none)
+DIRECTIVE = re.compile(r"^[ \t]*<!--\s*docs-test:(?P<args>.*?)-->", re.S | re.M)
 KNOWN_KEYS = {"skip", "reason", "synopsis", "config", "exit", "keys"}
 SHELL_LANGUAGES = {"sh", "console", "bash", "shell"}
 
