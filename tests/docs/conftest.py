@@ -489,6 +489,16 @@ class DocsEnv:
     def run_synopsis(self, block):
         lines = docblocks.synopsis_lines(block.source)
         assert lines, f"{block.where}: a synopsis without a `trainscope CMD` line"
+        documented: Dict[str, set] = {}
+        for line in lines:
+            documented.setdefault(docblocks.synopsis_command(line), set()).update(
+                docblocks.synopsis_flags(line))
+        for cmd, flags in documented.items():   # and the other way: no flag left out
+            r = subprocess.run([self.bin, "help", cmd], env=self.environ, capture_output=True,
+                               text=True, timeout=60)
+            left_out = sorted(set(docblocks.usage_flags(r.stdout + r.stderr)) - flags)
+            assert not left_out, (f"{block.where}: `trainscope help {cmd}` has {left_out}, "
+                                  f"which the synopsis leaves out")
         for line in lines:
             cmd = docblocks.synopsis_command(line)
             r = subprocess.run([self.bin, "help", cmd], env=self.environ, capture_output=True,

@@ -15,7 +15,8 @@ A comment right before a block (blank lines allowed between) says what else to d
 
   <!-- docs-test: skip reason="needs a GPU" -->   not run; a skip without a reason fails
   <!-- docs-test: synopsis -->                    a usage synopsis: every --flag it names must
-                                                  be in `trainscope help CMD`
+                                                  be in `trainscope help CMD`, and every flag
+                                                  of that help's usage in the synopsis
   <!-- docs-test: config -->                      see json/yaml above
   <!-- docs-test: exit=76 -->                     the exit code every command must have
   <!-- docs-test: keys=report/summary.json -->    an outline of a JSON file: the words that
@@ -210,6 +211,13 @@ def synopsis_lines(source: str) -> List[str]:
         elif l.strip() and out and l[:1].isspace():
             out[-1] += " " + l.strip()
     return out
+
+
+def usage_flags(help_text: str) -> List[str]:
+    """The flags of a `trainscope help CMD` usage: its first paragraph and `options:` lines."""
+    usage = help_text.split("\n\n")[0].splitlines()
+    usage += [l for l in help_text.splitlines() if l.startswith("options:")]
+    return synopsis_flags("\n".join(usage).replace("\n", " "))
 
 
 def outline_keys(source: str) -> List[str]:

@@ -116,6 +116,13 @@ def test_synopsis_words():
     assert docblocks.synopsis_flags(line) == ["--no-stop", "--rules"]
 
 
+def test_usage_flags():
+    text = ("usage: trainscope ls [--name S]\n        [--json | --csv]\n"
+            "options: --overwrite (x)\n\nmore --logdir text\noptions: --no-system\n")
+    assert docblocks.usage_flags(text) == ["--csv", "--json", "--name", "--no-system",
+                                           "--overwrite"]
+
+
 def test_outline_keys():
     assert docblocks.outline_keys("schema_version   1\nfindings[]  {rule,\n     more}\n") == [
         "schema_version", "findings"]
