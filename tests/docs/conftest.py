@@ -479,7 +479,7 @@ class DocsEnv:
     def run_keys(self, block):
         with open(self.prepared / block.keys_of) as f:
             real = set(json.load(f))
-        documented = set(docblocks.outline_keys(block.source))
+        documented = set(docblocks.outline_keys(block.source, block.language))
         assert documented == real, (
             f"{block.where}: the outline of {block.keys_of} lists {sorted(documented)}; "
             f"undocumented: {sorted(real - documented)}, not in the file: "

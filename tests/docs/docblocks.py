@@ -20,7 +20,8 @@ A comment right before a block (blank lines allowed between) says what else to d
   <!-- docs-test: config -->                      see json/yaml above
   <!-- docs-test: exit=76 -->                     the exit code every command must have
   <!-- docs-test: keys=report/summary.json -->    an outline of a JSON file: the words that
-                                                  start its lines are the file's top-level
+                                                  start its lines (in a json block: its
+                                                  "key": lines) are the file's top-level
                                                   keys, all of them (in the finished run)
 
 Any other block (no language, cpp, ...) must be marked, or it is a failing example.
@@ -220,8 +221,11 @@ def usage_flags(help_text: str) -> List[str]:
     return synopsis_flags("\n".join(usage).replace("\n", " "))
 
 
-def outline_keys(source: str) -> List[str]:
-    """The top-level keys of an outline: the first word of each line that starts a key."""
+def outline_keys(source: str, language: str = "") -> List[str]:
+    """The top-level keys of an outline: the first word of each line that starts a key (of
+    an annotated JSON object: its `"key":` lines indented by two spaces)."""
+    if language == "json":
+        return re.findall(r'^  "([^"]+)":', source, re.M)
     return [m.group(1) for m in re.finditer(r"^([A-Za-z_][\w]*)(?:\[\])?\s", source, re.M)]
 
 

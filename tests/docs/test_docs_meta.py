@@ -126,4 +126,6 @@ def test_usage_flags():
 def test_outline_keys():
     assert docblocks.outline_keys("schema_version   1\nfindings[]  {rule,\n     more}\n") == [
         "schema_version", "findings"]
+    assert docblocks.outline_keys('{\n  "id": "x",   // c\n  "config": { "a": 1 }\n}', "json") == [
+        "id", "config"]
 
