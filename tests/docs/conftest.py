@@ -27,7 +27,8 @@ import urllib.request
 from typing import Dict, List, Optional
 
 import pytest
-from sybil import Sybil
+
+Sybil = pytest.importorskip("sybil", reason="sybil (requirements/dev.txt) needs Python 3.11+").Sybil
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -561,8 +562,10 @@ def docs_env(tmp_path_factory):
                    PYTHONPATH=str(ROOT / "python") + os.pathsep + environ.get("PYTHONPATH", ""),
                    TRAINSCOPE_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                    OMP_NUM_THREADS="1")
-    old_home = os.environ.get("TRAINSCOPE_HOME")
-    os.environ["TRAINSCOPE_HOME"] = str(home)   # in-process blocks: the same history
+    # in-process blocks: the same history, and no Hugging Face hub (nothing is downloaded)
+    saved = {k: os.environ.get(k) for k in ("TRAINSCOPE_HOME", "HF_HUB_OFFLINE",
+                                            "TRANSFORMERS_OFFLINE")}
+    os.environ.update(TRAINSCOPE_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     prepared_root = root / "prepared"
     prepared_root.mkdir()
     prepared = prepared_root / RUN
@@ -574,7 +577,8 @@ def docs_env(tmp_path_factory):
                     "--out", str(root / "prepared-report.html")],
                    env=environ, check=True, capture_output=True, timeout=COMMAND_TIMEOUT_S)
     yield DocsEnv(bin=cli, root=root, environ=environ, prepared=prepared, history_db=history)
-    if old_home is None:
-        os.environ.pop("TRAINSCOPE_HOME", None)
-    else:
-        os.environ["TRAINSCOPE_HOME"] = old_home
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
