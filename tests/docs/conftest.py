@@ -544,6 +544,12 @@ def _cli() -> Optional[str]:
 
 
 @pytest.fixture(scope="session")
+def docs_parts():
+    """This module (for test_docs_meta.py, which cannot import it by name)."""
+    return sys.modules[__name__]
+
+
+@pytest.fixture(scope="session")
 def docs_env(tmp_path_factory):
     cli = _cli()
     if cli is None:

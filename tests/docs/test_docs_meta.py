@@ -1,42 +1,42 @@
 """The documentation tests themselves: nothing slips past them, and their count in docs/impl.md
-is the real one."""
+is the real one. (conftest.py's parts come as the docs_parts fixture: tests/python has a
+conftest module too.)"""
 import re
 
 from sybil import Document
 
 import docblocks
-from conftest import ROOT, SYBIL, documents, examples
 
 FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 
 
-def blocks():
-    return [ex.parsed for _, ex in examples()]
+def blocks(parts):
+    return [ex.parsed for _, ex in parts.examples()]
 
 
-def test_every_fenced_block_is_an_example():
+def test_every_fenced_block_is_an_example(docs_parts):
     """An independent count of the fences (open/close pairs) of every document equals the
     examples found: a block the parser missed would silently go untested."""
-    for path in documents():
+    for path in docs_parts.documents():
         fences = sum(1 for line in path.read_text().splitlines() if FENCE.match(line))
         assert fences % 2 == 0, f"{path}: an unclosed code fence"
-        found = [ex.parsed for ex in SYBIL.parse(path)
+        found = [ex.parsed for ex in docs_parts.SYBIL.parse(path)
                  if not ex.parsed.reason.startswith("a docs-test comment that is not")]
         assert len(found) == fences // 2, f"{path}: {fences // 2} blocks, {len(found)} examples"
 
 
-def test_no_block_is_unmarked_or_badly_marked():
-    bad = [f"{b.where}: {b.reason}" for b in blocks() if b.kind == "error"]
+def test_no_block_is_unmarked_or_badly_marked(docs_parts):
+    bad = [f"{b.where}: {b.reason}" for b in blocks(docs_parts) if b.kind == "error"]
     assert not bad, "\n".join(bad)
 
 
-def counts():
-    bs = blocks()
+def counts(parts):
+    bs = blocks(parts)
     return (len(bs), sum(b.runnable for b in bs), sum(b.kind == "skip" for b in bs))
 
 
-def test_impl_md_states_the_real_counts():
-    text = (ROOT / "docs" / "impl.md").read_text()
+def test_impl_md_states_the_real_counts(docs_parts):
+    text = (docs_parts.ROOT / "docs" / "impl.md").read_text()
     m = re.search(r"## Documentation tests\n(.*?)(\n## |\Z)", text, re.S)
     assert m, "docs/impl.md has no '## Documentation tests' section"
     section = m.group(1)
@@ -44,7 +44,7 @@ def test_impl_md_states_the_real_counts():
                     r"marked not runnable", section, re.S)
     assert got, "the section lacks '**T** fenced blocks ... **R** run ... **S** are marked " \
                 "not runnable'"
-    total, runnable, skipped = counts()
+    total, runnable, skipped = counts(docs_parts)
     stated = tuple(int(g) for g in got.groups())
     assert stated == (total, runnable, skipped), (
         f"docs/impl.md says {stated[0]} blocks, {stated[1]} run, {stated[2]} not runnable; "
