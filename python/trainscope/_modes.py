@@ -40,11 +40,13 @@ class NotFoundError(KeyError):
         trainscope._modes.NotFoundError: no tensor 'gradients/fc.weight' in the run; did you mean: 'gradients/fc1.weight'?
     """
 
-    def __init__(self, what: str, name, existing: Iterable = (), context: str = "in the run",
-                 hint: Optional[str] = None):
+    def __init__(self, what: str, name, existing: Optional[Iterable] = (),
+                 context: str = "in the run", hint: Optional[str] = None):
         self.what = what
         self.name = name
-        existing = list(existing)
+        # existing=None: a list of alternatives makes no sense here (say nothing about them)
+        listed = existing is not None
+        existing = list(existing or ())
         self.nearest = nearest(name, existing)
         msg = f"no {what} {name!r} {context}"
         if self.nearest:
@@ -54,10 +56,10 @@ class NotFoundError(KeyError):
             msg += "; existing: " + ", ".join(repr(n) for n in shown)
             if len(existing) > len(shown):
                 msg += f", ... ({len(existing)} in all)"
-        else:
+        elif listed:
             msg += f" (there is no {what} at all)"
         if hint:
-            msg += ". " + hint
+            msg += (". " if listed else ": ") + hint
         self.message = msg
         super().__init__(msg)
 

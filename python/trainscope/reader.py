@@ -321,7 +321,7 @@ class Tensor:
         if raw is None:
             if self.run._r.summary(self.name, int(step), _mode_arg(mode), self.worker or ""):
                 raise NotFoundError(
-                    "raw value of", self.name, [], context=f"at step {step}",
+                    "raw value of", self.name, None, context=f"at step {step}",
                     hint="only summaries were saved; use reductions(), or save it with "
                          "ts.Collection(..., raw=True)")
             raise self._missing_step(step, mode)

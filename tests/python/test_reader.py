@@ -41,7 +41,11 @@ def test_missing_step_names_nearest_steps(small_run):
     assert "step 6" in msg and "5" in msg and "10" in msg
     with pytest.raises(ts.NotFoundError) as e:
         t.value(5)
-    assert "only summaries" in str(e.value)
+    # one readable sentence: what is missing, where, why, what to do (it once read "no raw
+    # value of '...' at step 5 (there is no raw value of at all). only summaries ...")
+    assert e.value.message == (
+        "no raw value of 'gradients/0.weight' at step 5: only summaries were saved; use "
+        "reductions(), or save it with ts.Collection(..., raw=True)")
     with pytest.raises(ts.NotFoundError) as e:
         t.reduction(5, "l3")
     assert "'l2'" in str(e.value)
