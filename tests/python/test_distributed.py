@@ -298,3 +298,53 @@ def test_fsdp1_global_gradient_norm_and_shards_under_full_names(norms_job):
                           if step in list(run.tensor(f"weights/{n}", worker=w).steps()))
                 assert wsq ** 0.5 == pytest.approx(direct[0]["weights"][step][n], rel=1e-5)
         assert not run.events("hook_error")
+
+
+def test_a_rank_killed_mid_run_is_named_dead_and_the_run_crashed(tmp_path):
+    """Rank 1 SIGKILLs itself at step 60 of 800 (issue 29): its stream has no clean end, so
+    inspect, report and the dashboard's API name it dead with its last step and last record,
+    and the run is "crashed", not "ended"."""
+    from conftest import cli_path
+    trainscope_bin = cli_path()
+    out = tmp_path / "run"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.abspath(PYTHON_DIR) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("TRAINSCOPE_RUN_DIR", None)
+    env.pop("WORLD_SIZE", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           JOB, "--scenario", "killrank", "--out", str(out), "--max-steps", "800",
+           "--kill-at", "60"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+                       env=env)
+    assert p.returncode != 0, "torchrun reports the killed rank"  # the job did fail
+    d = str(out)
+
+    js = json.loads(subprocess.run([trainscope_bin, "inspect", d, "--json"], capture_output=True,
+                                   text=True, timeout=120, check=True).stdout)
+    assert js["status"] == "crashed", js["status"]
+    dead = {x["stream"]: x for x in js["dead_streams"]}
+    assert "worker-1" in dead, js["dead_streams"]
+    last = dead["worker-1"]["last_step"]
+    assert 50 <= last <= 60, dead  # what reached a segment or the crash journal before the kill
+    assert dead["worker-1"]["last_record_us"] > 0
+    w1 = next(s for s in js["streams"] if s["stream"] == "worker-1")
+    assert w1["writer"] == "died" and not w1["live"]
+
+    text = subprocess.run([trainscope_bin, "inspect", d], capture_output=True, text=True,
+                          timeout=120, check=True).stdout
+    assert "crashed)" in text.splitlines()[0], text
+    assert f"worker-1 DIED at step {last} (last record " in text, text
+    assert "the run did not end cleanly" in text
+    w1_row = next(l for l in text.splitlines() if l.strip().startswith("worker-1") and "steps" in l)
+    assert "DEAD" in w1_row and "done" not in w1_row, w1_row
+
+    rep = subprocess.run([trainscope_bin, "report", d, "--out", str(tmp_path / "report.html")],
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    head = rep.stdout.splitlines()
+    assert "crashed" in head[0], rep.stdout
+    assert f"rank 1 died at step {last} (last record " in head[1], rep.stdout
+    assert "the run did not end cleanly" in head[1]
+    assert "ranks balanced" not in rep.stdout and "No rule fired" not in rep.stdout
+    findings = rep.stdout[rep.stdout.index("Findings ("):]
+    assert findings.splitlines()[1].split("[")[-1].startswith("rank_died]"), findings
