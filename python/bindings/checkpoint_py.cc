@@ -88,11 +88,10 @@ void InitCheckpoint(py::module_& m) {
         if (!r.ok()) return py::make_tuple("bad record: " + r.status().message(), py::none(),
                                            py::none());
         if (!r->has_crc32c) return py::make_tuple("", RecordJson(*r), py::none());
-        Result<std::string> data;
-        {
+        Result<std::string> data = [&] {
           py::gil_scoped_release release;
-          data = ReadVerifiedCheckpoint(dir, *r);
-        }
+          return ReadVerifiedCheckpoint(dir, *r);
+        }();
         if (!data.ok()) {
           const Status& st = data.status();
           return py::make_tuple(st.IsCorruption() ? st.message() : "unreadable: " + st.message(),
