@@ -348,3 +348,39 @@ def test_a_rank_killed_mid_run_is_named_dead_and_the_run_crashed(tmp_path):
     assert "ranks balanced" not in rep.stdout and "No rule fired" not in rep.stdout
     findings = rep.stdout[rep.stdout.index("Findings ("):]
     assert findings.splitlines()[1].split("[")[-1].startswith("rank_died]"), findings
+
+    # the dashboard's API: the run list and the run's own status
+    import socket
+    import urllib.request
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = "dead-rank-token"
+    serve = subprocess.Popen([trainscope_bin, "serve", str(tmp_path), "--port", str(port),
+                              "--token", token], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        def get(path):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+            req.add_header("Authorization", f"Bearer {token}")
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read().decode())
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                runs = get("/api/runs")
+                break
+            except OSError:
+                if time.monotonic() > deadline or serve.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        listed = next(r for r in runs["runs"] if r["name"] == "run")
+        assert listed["status"] == "crashed", listed
+        assert [x["stream"] for x in listed["dead_streams"]] == ["worker-1"], listed
+        run = get("/api/runs/run")["run"]
+        assert run["status"] == "crashed"
+        assert run["dead_streams"][0]["last_step"] == last
+        assert {s["name"]: s["dead"] for s in run["streams"]}["worker-1"] is True
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
