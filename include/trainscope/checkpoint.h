@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -245,11 +246,27 @@ class Checkpointer {
     for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
       const std::string name = CheckpointBaseName(*it);
       const std::string pt = options_.dir + "/" + name + ".pt";
-      std::string why = Verify(options_.dir + "/" + name + ".json");
+      // The bytes are read once, checked against the record and loaded from memory: what is
+      // loaded is what was verified, whatever happens to the file meanwhile.
+      std::string why;
+      std::string bytes;
+      Result<CheckpointRecord> record = ReadCheckpointRecord(options_.dir + "/" + name + ".json");
+      if (!record.ok()) {
+        why = "bad record: " + record.status().message();
+      } else {
+        Result<std::string> data = ReadVerifiedCheckpoint(options_.dir, *record);
+        if (data.ok()) {
+          bytes = std::move(*data);
+        } else {
+          why = data.status().IsCorruption() ? data.status().message()
+                                             : "unreadable: " + data.status().message();
+        }
+      }
       if (why.empty()) {
         try {
           torch::serialize::InputArchive archive;
-          archive.load_from(pt);
+          std::istringstream in(bytes);
+          archive.load_from(in);
           torch::serialize::InputArchive model_ar;
           archive.read("model", model_ar);
           model_.load(model_ar);
@@ -293,12 +310,6 @@ class Checkpointer {
   std::vector<int64_t> CommittedSteps() const { return CommittedCheckpointSteps(options_.dir); }
 
  private:
-  std::string Verify(const std::string& record_path) const {
-    Result<CheckpointRecord> r = ReadCheckpointRecord(record_path);
-    if (!r.ok()) return "bad record: " + r.status().message();
-    return VerifyCheckpoint(options_.dir, *r);
-  }
-
   void Retain() {
     std::vector<int64_t> steps = CommittedSteps();
     for (size_t i = 0; i + static_cast<size_t>(options_.keep_last) < steps.size(); ++i) {

@@ -7,8 +7,9 @@
 //
 // A checkpoint exists once its record does. The front end writes its state into a temporary
 // file of DIR while feeding the bytes to a CheckpointDigest, then InstallCheckpointData() puts
-// it in place and CommitCheckpoint() writes the record; VerifyCheckpoint() tells a resume
-// whether a committed file is intact. Records written by earlier versions (version 1: Python's
+// it in place and CommitCheckpoint() writes the record; a resume loads the bytes
+// ReadVerifiedCheckpoint() read and checked (VerifyCheckpoint() tells whether a committed file
+// is intact). Records written by earlier versions (version 1: Python's
 // with a sha256, LibTorch's "trainscope-checkpoint-libtorch" with a crc32c) still parse.
 // Thread-safety: free functions over files; a CheckpointDigest is used by one thread.
 #pragma once
@@ -44,8 +45,10 @@ struct CheckpointRecord {
 // "ckpt-000000000500" (the base name of both files of a checkpoint).
 std::string CheckpointBaseName(int64_t step);
 std::string CheckpointRecordToJson(const CheckpointRecord& r);
-// InvalidArgument naming what is wrong (not JSON, another format, a missing field...).
+// InvalidArgument naming what is wrong (not JSON, another format, a missing field, a `file`
+// other than its own step's ckpt-<step:012d>.pt: a record never names another file).
 Result<CheckpointRecord> ParseCheckpointRecord(std::string_view json);
+// Also InvalidArgument when the record is of another step than its name (ckpt-<step>.json) says.
 Result<CheckpointRecord> ReadCheckpointRecord(const std::string& path);
 
 // The size and CRC-32C of a checkpoint's bytes, fed as they are written.
@@ -74,6 +77,15 @@ Status CommitCheckpoint(const std::string& dir, const CheckpointRecord& record);
 // (torn write)", "crc32c mismatch (corrupt file)"). A version 1 Python record (sha256) is
 // checked for its size only here: its digest is checked by the Python front end (hashlib).
 std::string VerifyCheckpoint(const std::string& dir, const CheckpointRecord& record);
+// Why `data` (the bytes of a checkpoint's data file) does not match `record`: "" when it does.
+// What VerifyCheckpoint says of a file with these bytes.
+std::string CheckCheckpointBytes(const CheckpointRecord& record, uint64_t size, uint32_t crc32c);
+// A resume's read: the data file's bytes, read once (at most record.bytes + 1; a symbolic link
+// is refused) and checked against the record, so what is loaded is exactly what was verified
+// (load it from these bytes, never from the file again). Corruption with VerifyCheckpoint's
+// words when they do not match; IOError when unreadable. Version 2 and LibTorch records only
+// (a crc32c).
+Result<std::string> ReadVerifiedCheckpoint(const std::string& dir, const CheckpointRecord& record);
 
 // Steps of the committed checkpoints of DIR (those with a record file), ascending.
 std::vector<int64_t> CommittedCheckpointSteps(const std::string& dir);

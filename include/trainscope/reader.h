@@ -67,12 +67,34 @@ struct ReadOptions {
   bool streams_only = false;  // find the streams, read no segment (Streams(), StreamLive())
 };
 
-// How many records of each kind one stream has delivered (duplicates included).
+// How many records of each kind one stream has delivered (duplicates included), and how far
+// it got: the highest step of its step records (of its scalars when it has none; -1: neither)
+// and the latest wall time of any of its records (0: none).
 struct StreamCounts {
   uint64_t steps = 0;
   uint64_t scalars = 0;
   uint64_t summaries = 0;
   uint64_t system_samples = 0;
+  int64_t last_step = -1;
+  int64_t last_wall_us = 0;
+};
+
+// What a stream's writer did: still writing (holds the stream's LOCK), closed the stream (its
+// last segment ends with a stream_end event), or went away without closing it: the process was
+// killed (SIGKILL, the OOM killer) or crashed. Watchers' streams (watch-*) are never "died".
+enum class WriterState { kLive, kClosed, kDied };
+
+// A run as a whole: no stream yet; some writer still writing; every writer closed its stream;
+// or every writer is gone and at least one of them died (docs/format.md, "Run status").
+enum class RunState { kEmpty, kLive, kEnded, kCrashed };
+const char* RunStateName(RunState s);  // "empty", "live", "ended", "crashed"
+
+// A stream whose writer died, with how far it got (StreamCounts).
+struct DeadStream {
+  std::string stream;
+  int64_t last_step = -1;
+  int64_t last_wall_us = 0;
+  uint64_t steps = 0;
 };
 
 // What the reader saw while reading (cumulative).
@@ -132,8 +154,13 @@ class RunReader {
   // True while the stream's writer process still holds its lock (a live run).
   bool StreamLive(const std::string& stream) const;
   // True when every stream except watchers' (watch-*) has written its end-of-stream event or
-  // its writer is gone. False while there is no stream yet.
+  // its writer is gone. False while there is no stream yet. A run can have ended and crashed:
+  // State() tells them apart.
   bool Ended() const;
+  WriterState StreamWriter(const std::string& stream) const;
+  // Streams (watchers' excepted) whose writer died, in name order; also while others still run.
+  std::vector<DeadStream> DeadStreams() const;
+  RunState State() const;
 
   // Names of tensors with summaries or raw data (and, with `scalars`, of scalar series such as
   // "losses/loss" too); filters: collection = the part before the first '/', regex =

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trainscope/reader.h"
 #include "trainscope/rule_advice.h"
 #include "trainscope/run.h"
 #include "trainscope/status.h"
@@ -147,6 +148,10 @@ struct RunData {
   std::vector<ProfileWindow> profiles;
   std::vector<StackCapture> stacks;  // newest capture per worker (LoadStacks)
   uint64_t corrupt_regions = 0;  // what the reader skipped (shown as a note)
+  // How the run stands (RunState: "live", "ended", "crashed", "empty"; "" for RunData built by
+  // hand) and the streams whose writer died (RunReader::DeadStreams), each a finding.
+  std::string state;
+  std::vector<DeadStream> dead_streams;
 };
 
 // Reads RUN (manifest, every stream, RUN/profile/*). Fails only when RUN is not a readable run.
@@ -305,6 +310,8 @@ struct RunAnalysis {
   std::vector<ProfileWindow> profiles;
   std::map<std::string, std::pair<uint64_t, uint64_t>> health;  // collection → (nan+inf, zeros)
   uint64_t corrupt_regions = 0;
+  std::string state;                     // RunData::state
+  std::vector<DeadStream> dead_streams;  // RunData::dead_streams
 };
 
 Measurements Measure(const RunData& d);

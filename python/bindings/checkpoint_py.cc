@@ -81,6 +81,28 @@ void InitCheckpoint(py::module_& m) {
       py::arg("dir"), py::arg("record_path"),
       "'' when the data file matches its record; else why not (a version 1 sha256 record: "
       "its size only).");
+  m.def(
+      "read_verified_checkpoint",
+      [](const std::string& dir, const std::string& record_path) -> py::tuple {
+        auto r = ReadCheckpointRecord(record_path);
+        if (!r.ok()) return py::make_tuple("bad record: " + r.status().message(), py::none(),
+                                           py::none());
+        if (!r->has_crc32c) return py::make_tuple("", RecordJson(*r), py::none());
+        Result<std::string> data = [&] {
+          py::gil_scoped_release release;
+          return ReadVerifiedCheckpoint(dir, *r);
+        }();
+        if (!data.ok()) {
+          const Status& st = data.status();
+          return py::make_tuple(st.IsCorruption() ? st.message() : "unreadable: " + st.message(),
+                                RecordJson(*r), py::none());
+        }
+        return py::make_tuple("", RecordJson(*r), py::bytes(*data));
+      },
+      py::arg("dir"), py::arg("record_path"),
+      "(why, record, data): the data file's bytes read once and checked against the record "
+      "(why '' and data the bytes to load), or why not. A version 1 sha256 record: ('', "
+      "record, None), its digest is the caller's.");
   m.def("committed_checkpoint_steps", &CommittedCheckpointSteps, py::arg("dir"));
   m.def("remove_checkpoint", &RemoveCheckpoint, py::arg("dir"), py::arg("step"));
 }

@@ -121,6 +121,31 @@ def verify_checkpoint(meta: dict) -> Optional[str]:
     return why or None
 
 
+def read_verified(meta: dict) -> Tuple[Optional[str], Optional[dict], Optional[bytes]]:
+    """(None, record, data) with the data file's bytes, read once and checked against its record
+    (read again from disk: the one the bytes were checked against), or (why, record, None).
+    Load from these bytes, never from the file: what is loaded is then what was verified."""
+    if meta.get("invalid"):
+        return meta["invalid"], None, None
+    why, record, data = _core.read_verified_checkpoint(os.path.dirname(meta["json"]),
+                                                       meta["json"])
+    if why:
+        return why, record, None
+    if data is None:  # a version 1 record: sha256, over the same bytes that are returned
+        try:
+            fd = os.open(meta["path"], os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as f:
+                data = f.read(int(record.get("bytes", 0)) + 1)
+        except OSError as e:
+            return f"unreadable: {e}", record, None
+        if len(data) != int(record.get("bytes", -1)):
+            return (f"size {len(data)} != recorded {record.get('bytes')} bytes (torn write)",
+                    record, None)
+        if hashlib.sha256(data).hexdigest() != record.get("sha256"):
+            return "sha256 mismatch (corrupt file)", record, None
+    return None, record, data
+
+
 def _verify_sha256(meta: dict) -> Optional[str]:
     """A version 1 record (written by trainscope before the core's record): sha256."""
     h = hashlib.sha256()

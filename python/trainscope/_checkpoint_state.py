@@ -8,7 +8,7 @@ import logging
 import random
 from typing import Any, Dict, Optional, Tuple
 
-from ._checkpoint_files import list_checkpoints, now_us, verify_checkpoint
+from ._checkpoint_files import list_checkpoints, now_us, read_verified
 from ._schema import EVENT
 
 log = logging.getLogger("trainscope")
@@ -118,16 +118,24 @@ class CheckpointState:
     def _load_checkpoint(self, meta: dict) -> Optional[Tuple[dict, dict]]:
         """(record, state) of one committed checkpoint, or None (checksum or size mismatch,
         not loadable: said and recorded as checkpoint_invalid)."""
+        import io
         import torch
-        why = verify_checkpoint(meta)
+        # The bytes are read once, checked, and loaded from memory: the file cannot change
+        # between the check and the load, and the record names no file but its own.
+        why, record, data = read_verified(meta)
         state = None
         if why is None:
             try:
                 # weights_only: a run directory may be writable by others, and a pickle
                 # could run their code; our state is tensors and plain values only
-                state = torch.load(meta["path"], map_location="cpu", weights_only=True)
+                state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+                del data
                 if not isinstance(state, dict) or state.get("format") != FORMAT:
                     why = "not a trainscope checkpoint"
+                elif int((state.get("trainscope") or {}).get("step", record["step"])) != \
+                        int(record["step"]):
+                    why = (f"holds step {state['trainscope']['step']}, its record says "
+                           f"{record['step']}")
             except Exception as e:
                 why = f"torch.load failed: {type(e).__name__}: {e}"
         if why is not None:
@@ -135,7 +143,7 @@ class CheckpointState:
             self._event(EVENT.CHECKPOINT_INVALID, {"path": meta["path"],
                                                    "step": meta["step"], "reason": why})
             return None
-        return meta, state
+        return {**meta, **record}, state  # the record the bytes were checked against
 
     def _resume_fields(self, meta: dict) -> dict:
         fields = {"from_step": self.step, "global_step": meta.get("global_step", self.step),

@@ -211,7 +211,7 @@ Result<std::vector<std::string>> ExportTensorBoard(const std::string& run_dir,
   const std::vector<std::string> scalar_names = r.ScalarNames();
   std::vector<std::string> written;
   for (const std::string& stream : r.Streams()) {
-    const bool is_worker = std::find(workers.begin(), workers.end(), stream) != workers.end();
+    const bool is_worker = std::binary_search(workers.begin(), workers.end(), stream);
     std::vector<PendingEvent> events;
     if (is_worker) {
       for (const std::string& name : scalar_names) {

@@ -102,6 +102,8 @@ void Findings(const RunData& d, RunAnalysis* a) {
     if (x.severity != y.severity) return x.severity < y.severity;
     return x.wall_us < y.wall_us;
   });
+  // A rank that died comes first: whatever else the run shows is of a training cut short.
+  report_internal::AddDeadRankFindings(d, a);
 }
 
 void SystemStats(const std::vector<SystemTable>& tables, RunAnalysis* a) {
@@ -171,6 +173,8 @@ RunAnalysis Analyze(const RunData& d, const CostInput& cost) {
   a.host = d.manifest.host;
   a.framework = d.manifest.framework;
   a.corrupt_regions = d.corrupt_regions;
+  a.state = d.state;
+  a.dead_streams = d.dead_streams;
   std::map<std::string, StreamSeries> scratch;
   const auto& streams = report_internal::StreamsOf(d, &scratch);
   for (const auto& [name, s] : streams) a.workers += s.steps > 0;

@@ -42,14 +42,4 @@ std::string Duration(double s) {
   return buf;
 }
 
-std::string IsoTime(int64_t wall_us) {
-  if (wall_us <= 0) return "n/a";
-  std::time_t t = static_cast<std::time_t>(wall_us / 1000000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 }  // namespace trainscope::report_internal

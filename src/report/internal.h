@@ -73,6 +73,9 @@ Measurements MeasureTables(const RunData& d, const std::vector<SystemTable>& tab
 // A finding per child the kernel's OOM killer killed (child_exited with "oom_killed", written
 // by `trainscope run`), with the memory curve of the minutes before (oom.cc).
 void AddOomFindings(const RunData& d, RunAnalysis* a);
+// A finding per stream whose writer died (RunData::dead_streams), put before every other
+// finding (dead_ranks.cc).
+void AddDeadRankFindings(const RunData& d, RunAnalysis* a);
 int GpuCount(const SystemTable& t);  // number of gpu<i>.util columns (or gpu.count)
 
 // Formatting helpers (locale independent).
@@ -81,7 +84,7 @@ using text::Fmt;                               // %.3g style, "n/a" for NaN
 std::string Money(double usd);                 // "$12.34"
 std::string Duration(double seconds);          // "2h 03m", "4m 10s", "12.3 s"
 using text::Percent;                           // 0.123 -> "12%"
-std::string IsoTime(int64_t wall_us);          // "2026-11-30T01:02:03Z"
+using text::IsoTime;                           // "2026-11-30T01:02:03Z"
 
 }  // namespace trainscope::report_internal
 

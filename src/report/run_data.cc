@@ -243,6 +243,8 @@ Result<RunData> LoadRunData(const std::string& run_dir, Env* env) {
   if (d.manifest.start_us <= 0) d.manifest.start_us = loader.earliest;
   d.profiles = LoadProfiles(env, run_dir);
   d.corrupt_regions = r.stats().corrupt_regions;
+  d.state = RunStateName(r.State());
+  d.dead_streams = r.DeadStreams();
   return d;
 }
 

@@ -170,6 +170,15 @@ json AnalysisJson(const RunAnalysis& a) {
     health[coll] = {{"nonfinite", h.first}, {"zeros", h.second}};
   j["tensor_health"] = health;
   j["data_quality"] = {{"corrupt_regions", a.corrupt_regions}};
+  j["state"] = a.state;
+  json dead = json::array();
+  for (const auto& x : a.dead_streams) {
+    dead.push_back({{"stream", x.stream},
+                    {"last_step", x.last_step},
+                    {"last_record_us", x.last_wall_us},
+                    {"steps", x.steps}});
+  }
+  j["dead_streams"] = dead;
   return j;
 }
 

@@ -32,7 +32,11 @@ std::string TerminalSummary(const RunAnalysis& a, bool color) {
   };
   std::ostringstream o;
   o << c("1", "trainscope report: " + (a.name.empty() ? a.run_dir : a.name)) << "  (run "
-    << (a.id.empty() ? "?" : a.id) << ")\n";
+    << (a.id.empty() ? "?" : a.id) << (a.state.empty() ? "" : ", " + a.state) << ")\n";
+  for (const auto& f : a.findings) {
+    // Said before anything else: every number below is of a training cut short.
+    if (f.rule == "rank_died") o << "  " << c("31", f.message) << "\n";
+  }
   o << "  run       " << IsoTime(a.start_us) << " -> " << IsoTime(a.end_us) << ", "
     << Duration(a.duration_s);
   if (a.steps > 0) {
@@ -65,9 +69,14 @@ std::string TerminalSummary(const RunAnalysis& a, bool color) {
         << Fixed(r.optimizer_ms, 1) << " " << Fixed(r.other_ms, 1) << "\n";
     }
     if (shown < a.ranks.size()) o << "    ... " << a.ranks.size() - shown << " more\n";
-    o << "    " << (a.slowest_why.empty() ? "ranks balanced (busy time within 20% or 1 ms)"
-                                          : a.slowest_why)
-      << "\n";
+    if (!a.dead_streams.empty()) {
+      o << "    " << a.dead_streams.size() << " rank(s) died (see Findings): medians cover only "
+        << "the steps each rank recorded\n";
+    } else {
+      o << "    " << (a.slowest_why.empty() ? "ranks balanced (busy time within 20% or 1 ms)"
+                                            : a.slowest_why)
+        << "\n";
+    }
   }
   if (!a.stacks.empty()) {
     o << "  stacks    captured for " << a.stacks.size()

@@ -81,16 +81,16 @@ class RuleEngine::Impl {
     const RuleAdvice* advice = nullptr;  // set when its words travel in its firings (in_events)
   };
 
-  explicit Impl(RuleEngineOptions options) : options_(std::move(options)) {
+  explicit Impl(RuleEngineOptions options)
+      : options_(std::move(options)), wanted_(options_.streams.begin(), options_.streams.end()) {
     if (!options_.clock) options_.clock = [] { return trainscope::NowMicros(); };
   }
 
   int64_t Now() { return options_.clock(); }
 
+  // Asked for every record: a set lookup, not a scan of the streams (a job may have thousands).
   bool Wanted(const std::string& stream) const {
-    if (options_.streams.empty()) return true;
-    return std::find(options_.streams.begin(), options_.streams.end(), stream) !=
-           options_.streams.end();
+    return wanted_.empty() || wanted_.count(stream) > 0;
   }
 
   Pending& Open(const std::string& stream, int64_t step, Mode mode, int64_t mode_step) {
@@ -426,6 +426,7 @@ class RuleEngine::Impl {
   }
 
   RuleEngineOptions options_;
+  std::set<std::string> wanted_;  // options_.streams, for Wanted()
   std::vector<std::unique_ptr<Instance>> instances_;
   std::map<std::string, Pending> pending_;
   std::deque<Item> ready_;

@@ -131,10 +131,17 @@ Result<CheckpointRecord> ParseCheckpointRecord(std::string_view text) {
   r.bytes = static_cast<uint64_t>(bytes);
   if (!integer("global_step", &r.global_step)) r.global_step = r.step;
   integer("wall_us", &r.wall_us);
+  // A record binds its own checkpoint's data file and no other: resume loads ckpt-<step>.pt,
+  // so a `file` naming anything else (another checkpoint, a path out of DIR) would verify one
+  // file and load another.
+  const std::string own = CheckpointBaseName(r.step) + ".pt";
   r.file = str("file");
-  if (r.file.empty()) r.file = CheckpointBaseName(r.step) + ".pt";
-  if (r.file.find('/') != std::string::npos || r.file == "." || r.file == "..")
-    return Status::InvalidArgument("file '" + r.file + "' is not a name in the directory");
+  if (r.file.empty()) r.file = own;
+  if (r.file != own) {
+    return Status::InvalidArgument("file '" + r.file + "' is not the data file of step " +
+                                   std::to_string(r.step) + " (" + own +
+                                   "): a record names only its own checkpoint's file");
+  }
   r.reason = str("reason");
   r.front_end = legacy_libtorch ? "libtorch" : str("front_end");
   r.sha256 = str("sha256");
@@ -157,6 +164,15 @@ Result<CheckpointRecord> ReadCheckpointRecord(const std::string& path) {
   TS_RETURN_IF_ERROR(Env::Default()->ReadFile(path, &text, kMaxRecordBytes));
   auto r = ParseCheckpointRecord(text);
   if (!r.ok()) return Status::InvalidArgument(path + ": " + r.status().message());
+  // ckpt-<12 digits>.json holds that step's record (a record renamed to another step's name
+  // would be taken for that step).
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  const std::string own = CheckpointBaseName(r->step) + ".json";
+  if (base.size() == own.size() && base.compare(0, 5, "ckpt-") == 0 && base != own) {
+    return Status::InvalidArgument(path + ": the record of step " + std::to_string(r->step) +
+                                   " under the name of another step (it belongs in " + own +
+                                   ")");
+  }
   return r;
 }
 
@@ -201,6 +217,16 @@ Status CommitCheckpoint(const std::string& dir, const CheckpointRecord& record) 
       JoinPath(dir, CheckpointBaseName(record.step) + ".json"), CheckpointRecordToJson(record));
 }
 
+std::string CheckCheckpointBytes(const CheckpointRecord& record, uint64_t n, uint32_t crc) {
+  if (n != record.bytes)
+    return "size " + std::to_string(n) + " != recorded " + std::to_string(record.bytes) +
+           " bytes (torn write)";
+  if (record.has_crc32c && crc != record.crc32c)
+    return "crc32c mismatch (corrupt file): " + Hex32(crc) + " != recorded " +
+           Hex32(record.crc32c);
+  return "";
+}
+
 std::string VerifyCheckpoint(const std::string& dir, const CheckpointRecord& record) {
   const std::string path = JoinPath(dir, record.file);
   uint64_t n = 0;
@@ -215,13 +241,37 @@ std::string VerifyCheckpoint(const std::string& dir, const CheckpointRecord& rec
     if (!size.ok()) return "unreadable: " + size.status().message();
     n = *size;
   }
-  if (n != record.bytes)
-    return "size " + std::to_string(n) + " != recorded " + std::to_string(record.bytes) +
-           " bytes (torn write)";
-  if (record.has_crc32c && crc != record.crc32c)
-    return "crc32c mismatch (corrupt file): " + Hex32(crc) + " != recorded " +
-           Hex32(record.crc32c);
-  return "";
+  return CheckCheckpointBytes(record, n, crc);
+}
+
+Result<std::string> ReadVerifiedCheckpoint(const std::string& dir,
+                                           const CheckpointRecord& record) {
+  if (!record.has_crc32c) return Status::InvalidArgument("the record has no crc32c");
+  const std::string path = JoinPath(dir, record.file);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return IOErrorFor("open", path, errno);
+  // One byte more than recorded: a longer file is told apart from an exact one without
+  // reading (or allocating for) more than the record allows.
+  std::string data(record.bytes + 1, '\0');
+  size_t got = 0;
+  while (got < data.size()) {
+    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return IOErrorFor("read", path, err);
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  data.resize(got);
+  CheckpointDigest d;
+  d.Update(data.data(), data.size());
+  std::string why = CheckCheckpointBytes(record, d.bytes(), d.crc32c());
+  if (!why.empty()) return Status::Corruption(why);
+  return data;
 }
 
 std::vector<int64_t> CommittedCheckpointSteps(const std::string& dir) {

@@ -1,11 +1,13 @@
 #include "trainscope/checkpoint_record.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
 
 #include "util/crc32c.h"
+#include "util/env.h"
 #include "util/testing/temp_dir.h"
 
 namespace trainscope {
@@ -150,8 +152,13 @@ TEST(CheckpointRecord, MalformedRecordsAreClearErrors) {
                     "crc32c":"xyz"})").find("8 hex"),
             std::string::npos);
   EXPECT_NE(bad(R"({"format":"trainscope-checkpoint","version":2,"step":1,"bytes":1,
-                    "crc32c":"00000000","file":"../etc/passwd"})").find("not a name"),
+                    "crc32c":"00000000","file":"../etc/passwd"})").find("not the data file"),
             std::string::npos);
+  // A record names only its own step's data file (issue 29: one verified, another loaded).
+  EXPECT_EQ(bad(R"({"format":"trainscope-checkpoint","version":2,"step":3,"bytes":1,
+                    "crc32c":"00000000","file":"ckpt-000000000002.pt"})"),
+            "file 'ckpt-000000000002.pt' is not the data file of step 3 (ckpt-000000000003.pt): "
+            "a record names only its own checkpoint's file");
   // 2^64 - 1 wrapped to -1 and read as "no step".
   EXPECT_EQ(bad(R"({"format":"trainscope-checkpoint","version":2,"step":18446744073709551615,
                     "bytes":1,"crc32c":"00000000"})"),
@@ -172,6 +179,39 @@ TEST(CheckpointRecord, DeepNestingIsRefusedBeforeParsing) {
   EXPECT_NE(r.status().message().find("deeper than 512 levels"), std::string::npos);
   auto ok = ParseCheckpointRecord(head + std::string(500, '[') + std::string(500, ']') + "}");
   EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+}
+
+TEST(CheckpointRecord, TheBytesReadAreTheBytesChecked) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.path();
+  CheckpointRecord r;
+  r.step = 7;
+  r.file = CheckpointBaseName(7) + ".pt";
+  const std::string data = "the checkpoint's bytes";
+  CheckpointDigest d;
+  d.Update(data.data(), data.size());
+  r.bytes = d.bytes();
+  r.crc32c = d.crc32c();
+  r.has_crc32c = true;
+  const std::string path = dir + "/" + r.file;
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(path, data).ok());
+  auto got = ReadVerifiedCheckpoint(dir, r);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, data);
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(path, data + "x").ok());  // longer
+  EXPECT_NE(ReadVerifiedCheckpoint(dir, r).status().message().find("torn write"),
+            std::string::npos);
+  std::string other = data;
+  other[0] = 'T';
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(path, other).ok());
+  auto bad = ReadVerifiedCheckpoint(dir, r);
+  EXPECT_TRUE(bad.status().IsCorruption());
+  EXPECT_NE(bad.status().message().find("crc32c mismatch"), std::string::npos);
+  // a symbolic link in the data file's place is refused, whatever it points at
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(dir + "/real.pt", data).ok());
+  ::unlink(path.c_str());
+  ASSERT_EQ(::symlink((dir + "/real.pt").c_str(), path.c_str()), 0);
+  EXPECT_FALSE(ReadVerifiedCheckpoint(dir, r).ok());
 }
 
 }  // namespace

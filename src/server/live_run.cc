@@ -21,6 +21,16 @@ size_t FirstAfter(const V& v, uint64_t since) {
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// Streams whose writer died (killed or crashed): named, with how far each got.
+json DeadStreamsJson(const RunReader& r) {
+  json out = json::array();
+  for (const auto& d : r.DeadStreams()) {
+    out.push_back({{"stream", d.stream}, {"last_step", d.last_step},
+                   {"last_record_us", d.last_wall_us}});
+  }
+  return out;
+}
+
 }  // namespace
 
 void LiveRun::OnScalar(const std::string& stream, const ScalarRecord& r) {
@@ -90,6 +100,8 @@ std::string LiveRun::SummaryJson(int64_t refresh_interval_us) {
             {"framework", m.framework},
             {"live", live},
             {"ended", reader_->Ended()},
+            {"status", RunStateName(reader_->State())},
+            {"dead_streams", DeadStreamsJson(*reader_)},
             {"last_step", last_step},
             {"rules", rules.size()},
             {"rules_with_issues", issues}});
@@ -105,9 +117,10 @@ std::string LiveRun::DataJson(uint64_t since, int64_t refresh_interval_us) {
   bool live = false;
   json streams = json::array();
   for (const auto& s : reader_->Streams()) {
-    bool l = reader_->StreamLive(s);
+    const WriterState w = reader_->StreamWriter(s);
+    const bool l = w == WriterState::kLive;
     live = live || l;
-    streams.push_back({{"name", s}, {"live", l}});
+    streams.push_back({{"name", s}, {"live", l}, {"dead", w == WriterState::kDied}});
   }
   std::string stop_reason;
   const bool stop = StopRequested(dir_, &stop_reason, env_);
@@ -120,6 +133,8 @@ std::string LiveRun::DataJson(uint64_t since, int64_t refresh_interval_us) {
               {"command", m.command},
               {"live", live},
               {"ended", reader_->Ended()},
+              {"status", RunStateName(reader_->State())},
+              {"dead_streams", DeadStreamsJson(*reader_)},
               {"streams", streams},
               {"stop_requested", stop},
               {"stop_reason", stop_reason}};

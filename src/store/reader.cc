@@ -75,6 +75,59 @@ bool RunReader::Ended() const {
   return any;
 }
 
+const char* RunStateName(RunState s) {
+  switch (s) {
+    case RunState::kEmpty:
+      return "empty";
+    case RunState::kLive:
+      return "live";
+    case RunState::kEnded:
+      return "ended";
+    case RunState::kCrashed:
+      return "crashed";
+  }
+  return "?";
+}
+
+WriterState RunReader::StreamWriter(const std::string& stream) const {
+  auto it = impl_->streams_.find(stream);
+  if (it == impl_->streams_.end()) return WriterState::kClosed;
+  if (impl_->Live(it->second)) return WriterState::kLive;
+  if (it->second.ended || stream.rfind(schema::kWatchStreamPrefix, 0) == 0) {
+    return WriterState::kClosed;
+  }
+  return WriterState::kDied;
+}
+
+std::vector<DeadStream> RunReader::DeadStreams() const {
+  std::vector<DeadStream> out;
+  for (const auto& [name, s] : impl_->streams_) {
+    if (StreamWriter(name) != WriterState::kDied) continue;
+    out.push_back({name, s.counts.last_step, s.counts.last_wall_us, s.counts.steps});
+  }
+  return out;
+}
+
+RunState RunReader::State() const {
+  if (impl_->streams_.empty()) return RunState::kEmpty;
+  bool died = false, any = false;
+  for (const auto& [name, s] : impl_->streams_) {
+    if (name.rfind(schema::kWatchStreamPrefix, 0) == 0) continue;
+    any = true;
+    switch (StreamWriter(name)) {
+      case WriterState::kLive:
+        return RunState::kLive;
+      case WriterState::kDied:
+        died = true;
+        break;
+      case WriterState::kClosed:
+        break;
+    }
+  }
+  if (!any) return RunState::kEmpty;
+  return died ? RunState::kCrashed : RunState::kEnded;
+}
+
 std::vector<std::string> RunReader::TensorNames(const std::string& collection,
                                                 const std::string& regex, bool scalars) const {
   std::set<std::string> names;

@@ -7,6 +7,7 @@
 // Every file access goes through the Env the reader was opened with.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -65,6 +66,7 @@ struct StreamState {
   std::string name;
   std::string dir;
   std::vector<SegmentState> segments;
+  std::set<uint64_t> segment_seqs;  // the segments' sequence numbers
   bool ended = false;
   bool lock_reported = false;
   bool list_reported = false;  // its directory could not be listed (said once)
@@ -87,6 +89,20 @@ struct StreamState {
   std::map<std::string, std::map<StepMode, size_t>> scalar_idx;
   std::map<std::string, std::map<StepMode, RawLoc>> raw;
 };
+
+// How far a stream got (StreamCounts::last_step, last_wall_us), as its records are read.
+inline void SawAt(StreamState* s, int64_t wall_us) {
+  s->counts.last_wall_us = std::max(s->counts.last_wall_us, wall_us);
+}
+inline void SawStep(StreamState* s, const StepRecord& r) {  // after counting it
+  // Step records, once there are any, say how far it got; a scalar may be of an unfinished step.
+  s->counts.last_step = s->counts.steps == 1 ? r.step : std::max(s->counts.last_step, r.step);
+  SawAt(s, r.end_us);
+}
+inline void SawScalar(StreamState* s, const ScalarRecord& r) {
+  if (s->counts.steps == 0) s->counts.last_step = std::max(s->counts.last_step, r.step);
+  SawAt(s, r.wall_us);
+}
 
 inline std::string CollectionOf(const std::string& name) {
   size_t slash = name.find('/');
@@ -139,12 +155,16 @@ class RunReader::Impl {
   void Warning(std::string msg) {
     if (stats_.warnings.size() < kMaxProblems) stats_.warnings.push_back(std::move(msg));
   }
-  // Streams to search: one named worker, or all in name order.
+  // Streams to search: one named worker (a lookup: exports ask per worker and name), or all in
+  // name order.
   std::vector<const StreamState*> Select(const std::string& worker) const {
     std::vector<const StreamState*> out;
-    for (const auto& [name, s] : streams_) {
-      if (worker.empty() || name == worker) out.push_back(&s);
+    if (!worker.empty()) {
+      auto it = streams_.find(worker);
+      if (it != streams_.end()) out.push_back(&it->second);
+      return out;
     }
+    for (const auto& [name, s] : streams_) out.push_back(&s);
     return out;
   }
 

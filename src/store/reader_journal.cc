@@ -30,6 +30,7 @@ void RunReader::Impl::MergeJournal(StreamState* s, const std::string& f, bool li
                   "{\"signal\":" + std::to_string(c->death_signal) + ",\"name\":\"" +
                       std::string(*name ? name : "signal") + "\",\"pid\":" +
                       std::to_string(c->pid) + "}"};
+    SawAt(s, e.wall_us);
     s->events.push_back(std::move(e));
     if (visitor_) visitor_->OnEvent(s->name, s->events.back());
   }
@@ -45,6 +46,7 @@ void RunReader::Impl::MergeJournal(StreamState* s, const std::string& f, bool li
       const StepRecord& r = c->steps[i++];
       if (!s->step_keys.Insert(r.step, r.mode)) continue;  // a segment holds it
       ++s->counts.steps;
+      SawStep(s, r);
       ++stats_.journal_records;
       if (options_.keep_records) s->steps.push_back(r);
       if (visitor_) visitor_->OnStep(s->name, r);
@@ -52,6 +54,7 @@ void RunReader::Impl::MergeJournal(StreamState* s, const std::string& f, bool li
       ScalarRecord& r = c->scalars[j++];
       if (!s->scalar_keys[r.name].Insert(r.step, r.mode)) continue;
       ++s->counts.scalars;
+      SawScalar(s, r);
       ++stats_.journal_records;
       if (visitor_) visitor_->OnScalar(s->name, r);
       if (!options_.keep_records) continue;

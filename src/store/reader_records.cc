@@ -79,6 +79,7 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
       bytes_[CollectionOf(r.name)] += frame_bytes;
       ++s->counts.scalars;
       s->scalar_keys[r.name].Insert(r.step, r.mode);
+      SawScalar(s, r);
       if (visitor_) visitor_->OnScalar(s->name, r);
       if (!options_.keep_records) return;
       s->scalar_idx[r.name][{r.step, r.mode}] = s->scalars.size();
@@ -92,6 +93,7 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
         return undecodable();
       bytes_[CollectionOf(r.name)] += frame_bytes;
       ++s->counts.summaries;
+      SawAt(s, r.wall_us);
       StepKeys& keys = s->summary_keys[r.name];  // the name, at least
       if (options_.keep_tensor_steps) keys.Insert(r.step, r.mode);
       if (visitor_) visitor_->OnSummary(s->name, r);
@@ -137,6 +139,7 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
       bytes_["steps"] += frame_bytes;
       ++s->counts.steps;
       s->step_keys.Insert(r.step, r.mode);
+      SawStep(s, r);
       if (options_.keep_records) s->steps.push_back(r);
       if (visitor_) visitor_->OnStep(s->name, r);
       return;
@@ -150,6 +153,7 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
       }
       bytes_["system"] += frame_bytes;
       ++s->counts.system_samples;
+      SawAt(s, r.wall_us);
       if (visitor_) visitor_->OnSystemSample(s->name, r);
       if (options_.keep_records) s->samples.push_back(std::move(r));
       return;
@@ -158,6 +162,7 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
       RuleEventRecord r;
       if (!codec::DecodeRuleEvent(payload, &r)) return undecodable();
       bytes_["events"] += frame_bytes;
+      SawAt(s, r.wall_us);
       if (!options_.keep_events) {
         if (visitor_) visitor_->OnRuleEvent(s->name, r);
         return;
@@ -171,6 +176,7 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
       if (!codec::DecodeEvent(payload, base, &r)) return undecodable();
       bytes_["events"] += frame_bytes;
       if (r.kind == schema::event::kStreamEnd) s->ended = true;
+      SawAt(s, r.wall_us);
       if (!options_.keep_events) {
         if (visitor_) visitor_->OnEvent(s->name, r);
         return;
@@ -184,6 +190,7 @@ void RunReader::Impl::OnFrame(StreamState* s, SegmentState* g, uint64_t off, uin
       if (!codec::DecodeWriterStats(payload, base, &r)) return undecodable();
       bytes_["meta"] += frame_bytes;
       s->last_stats = r;
+      SawAt(s, r.wall_us);
       if (visitor_) visitor_->OnWriterStats(s->name, r);
       return;
     }

@@ -100,9 +100,7 @@ void RunReader::Impl::RefreshStream(StreamState* s) {
   for (const auto& f : *files) {
     uint64_t seq;
     if (!ParseSegmentFileName(f, &seq)) continue;
-    bool known = std::any_of(s->segments.begin(), s->segments.end(),
-                             [&](const SegmentState& g) { return g.seq == seq; });
-    if (known) continue;
+    if (!s->segment_seqs.insert(seq).second) continue;  // known (a set: long runs have many)
     SegmentState g;
     g.path = JoinPath(s->dir, f);
     g.seq = seq;

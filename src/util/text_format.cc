@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 
 namespace trainscope::text {
 
@@ -25,6 +26,16 @@ std::string Percent(double share) {
   if (std::isnan(share) || share < 0) return "n/a";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f%%", share * 100);
+  return buf;
+}
+
+std::string IsoTime(int64_t wall_us) {
+  if (wall_us <= 0) return "n/a";
+  std::time_t t = static_cast<std::time_t>(wall_us / 1000000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
 

@@ -17,6 +17,7 @@ Scenarios:
   norms      gradients of an FSDP2 and a DDP model, and clip_grad_norm_'s global norms; then the
              same for FSDP1 (FullyShardedDataParallel), use_orig_params True and False.
   bench      median step time with coordinated stops on and off (DIR/bench-<rank>.json).
+  killrank   rank 1 SIGKILLs itself at step --kill-at: its stream is left unclosed (a dead rank).
   straggler  a run dir DIR/<case> per case of --cases: rank --slow-rank slowed by --slow-ms in
              its data loader (data), in its model's forward (compute), or not at all (none);
              --no-optimizer: the README's usage, no register_optimizer.
@@ -274,6 +275,20 @@ def nan_input(args, rank):
     dist.barrier()
 
 
+def kill_rank(args, rank):
+    """Rank 1 SIGKILLs itself at step --kill-at of --max-steps (nothing of Python runs after:
+    no atexit, no Hook.close); rank 0 trains on until the launcher ends it."""
+    ddp = torch.nn.parallel.DistributedDataParallel(make_model())
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    crit = torch.nn.MSELoss()
+    hook = registered(ddp, crit, opt, out_dir=args.out, system_monitor_interval_ms=0)
+    for i, (x, y) in enumerate(hook.wrap(batches(args.max_steps, rank))):
+        if rank == 1 and i == args.kill_at:
+            os.kill(os.getpid(), 9)
+        train_step(ddp, crit, opt, x, y, args.step_ms)
+    hook.close()
+
+
 def bench(args, rank):
     """Step time with coordinated stops on and off, alternating (--trials pairs of
     --max-steps steps each), and the coordinator's own cost; DIR/bench-<rank>.json."""
@@ -429,6 +444,7 @@ def main():
     p.add_argument("--rules", action="store_true")
     p.add_argument("--no-optimizer", action="store_true")
     p.add_argument("--inject", type=int, default=60)
+    p.add_argument("--kill-at", type=int, default=60)
     args = p.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -446,6 +462,8 @@ def main():
             bench(args, rank)
         elif args.scenario == "naninput":
             nan_input(args, rank)
+        elif args.scenario == "killrank":
+            kill_rank(args, rank)
         elif args.scenario == "rank0only":
             rank0_only(args, rank)
         else:

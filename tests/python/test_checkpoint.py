@@ -185,6 +185,57 @@ def test_checkpoints_of_the_previous_version_are_accepted_on_resume(tmp_path):
     assert float(m3[0].weight[0, 0]) == 1.0
 
 
+@pytest.mark.parametrize("crafted", ["names-another-checkpoint", "escapes-the-directory",
+                                     "renamed-to-another-step"])
+def test_a_record_naming_another_file_is_rejected_and_never_loaded(tmp_path, run_dir, crafted):
+    """Issue 29: the check read the file a record's `file` named while resume loaded
+    ckpt-<step>.pt, so a record pointing at another valid checkpoint verified that one and
+    loaded another training's weights. A record names only its own step's file; the bytes
+    checked are the bytes loaded."""
+    d = _checkpoints_with_weight_values(tmp_path, 2)  # ours: weight 0 in ckpt 1, 1 in ckpt 2
+    # another training's checkpoint (weight 99), valid on its own, in a directory of its own
+    model, opt = _tiny_model()
+    other = str(tmp_path / "other")
+    with torch.no_grad():
+        model[0].weight.fill_(99.0)
+    c = ts.Checkpointer(other, model, opt, every_steps=1, handle_preemption=False)
+    for s in range(3):
+        c.after_step(s)
+    theirs = os.path.join(other, "ckpt-000000000003.pt")
+    with open(os.path.join(d, "ckpt-000000000002.json")) as f:
+        rec2 = json.load(f)
+    import shutil
+    if crafted == "names-another-checkpoint":
+        # their weights as our step 3's data file, with a record whose `file` names our valid
+        # step 2 (its size and crc32c): the old check passed on step 2, resume loaded step 3
+        shutil.copy(theirs, os.path.join(d, "ckpt-000000000003.pt"))
+        crafted_rec = dict(rec2, step=3, global_step=3)
+        path = os.path.join(d, "ckpt-000000000003.json")
+        expected = "is not the data file of step 3"
+    elif crafted == "escapes-the-directory":
+        shutil.copy(theirs, os.path.join(d, "ckpt-000000000003.pt"))
+        with open(os.path.join(other, "ckpt-000000000003.json")) as f:
+            crafted_rec = dict(json.load(f), file="../other/ckpt-000000000003.pt")
+        path = os.path.join(d, "ckpt-000000000003.json")
+        expected = "is not the data file of step 3"
+    else:
+        # their checkpoint 3, record and all, copied in as our step 4: the record says step 3
+        shutil.copy(theirs, os.path.join(d, "ckpt-000000000004.pt"))
+        with open(os.path.join(other, "ckpt-000000000003.json")) as f:
+            crafted_rec = dict(json.load(f), file="ckpt-000000000004.pt")
+        path = os.path.join(d, "ckpt-000000000004.json")
+        expected = "is not the data file of step 3"
+    with open(path, "w") as f:
+        json.dump(crafted_rec, f)
+    with ts.Hook(run_dir, system_monitor_interval_ms=0) as hook:
+        m2, o2 = _tiny_model()
+        c2 = ts.Checkpointer(d, m2, o2, hook=hook, handle_preemption=False)
+        assert c2.resume() == 2  # the previous good checkpoint: ours
+        assert float(m2[0].weight[0, 0]) == 1.0  # never their 99
+    bad = ts.open_run(run_dir).events("checkpoint_invalid")
+    assert len(bad) == 1 and expected in bad[0]["reason"], bad
+
+
 def test_stop_training_writes_a_final_checkpoint(tmp_path, run_dir, tiny):
     model, opt, crit, batches = tiny
     d = str(tmp_path / "ck")

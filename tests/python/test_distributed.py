@@ -350,3 +350,89 @@ def test_fsdp1_global_gradient_norm_and_shards_under_full_names(norms_job):
                           if step in list(run.tensor(f"weights/{n}", worker=w).steps()))
                 assert wsq ** 0.5 == pytest.approx(direct[0]["weights"][step][n], rel=1e-5)
         assert not run.events("hook_error")
+
+
+def test_a_rank_killed_mid_run_is_named_dead_and_the_run_crashed(tmp_path):
+    """Rank 1 SIGKILLs itself at step 60 of 800 (issue 29): its stream has no clean end, so
+    inspect, report and the dashboard's API name it dead with its last step and last record,
+    and the run is "crashed", not "ended"."""
+    from conftest import cli_path
+    trainscope_bin = cli_path()
+    out = tmp_path / "run"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.abspath(PYTHON_DIR) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("TRAINSCOPE_RUN_DIR", None)
+    env.pop("WORLD_SIZE", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           JOB, "--scenario", "killrank", "--out", str(out), "--max-steps", "800",
+           "--kill-at", "60"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+                       env=env)
+    assert p.returncode != 0, "torchrun reports the killed rank"  # the job did fail
+    d = str(out)
+
+    js = json.loads(subprocess.run([trainscope_bin, "inspect", d, "--json"], capture_output=True,
+                                   text=True, timeout=120, check=True).stdout)
+    assert js["status"] == "crashed", js["status"]
+    dead = {x["stream"]: x for x in js["dead_streams"]}
+    assert "worker-1" in dead, js["dead_streams"]
+    last = dead["worker-1"]["last_step"]
+    assert 50 <= last <= 60, dead  # what reached a segment or the crash journal before the kill
+    assert dead["worker-1"]["last_record_us"] > 0
+    w1 = next(s for s in js["streams"] if s["stream"] == "worker-1")
+    assert w1["writer"] == "died" and not w1["live"]
+
+    text = subprocess.run([trainscope_bin, "inspect", d], capture_output=True, text=True,
+                          timeout=120, check=True).stdout
+    assert "crashed)" in text.splitlines()[0], text
+    assert f"worker-1 DIED at step {last} (last record " in text, text
+    assert "the run did not end cleanly" in text
+    w1_row = next(l for l in text.splitlines() if l.strip().startswith("worker-1") and "steps" in l)
+    assert "DEAD" in w1_row and "done" not in w1_row, w1_row
+
+    rep = subprocess.run([trainscope_bin, "report", d, "--out", str(tmp_path / "report.html")],
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    head = rep.stdout.splitlines()
+    assert "crashed" in head[0], rep.stdout
+    assert f"rank 1 died at step {last} (last record " in head[1], rep.stdout
+    assert "the run did not end cleanly" in head[1]
+    assert "ranks balanced" not in rep.stdout and "No rule fired" not in rep.stdout
+    findings = rep.stdout[rep.stdout.index("Findings ("):]
+    assert findings.splitlines()[1].split("[")[-1].startswith("rank_died]"), findings
+
+    # the dashboard's API: the run list and the run's own status
+    import socket
+    import urllib.request
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = "dead-rank-token"
+    serve = subprocess.Popen([trainscope_bin, "serve", str(tmp_path), "--port", str(port),
+                              "--token", token], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        def get(path):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+            req.add_header("Authorization", f"Bearer {token}")
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read().decode())
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                runs = get("/api/runs")
+                break
+            except OSError:
+                if time.monotonic() > deadline or serve.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        listed = next(r for r in runs["runs"] if r["name"] == "run")
+        assert listed["status"] == "crashed", listed
+        assert [x["stream"] for x in listed["dead_streams"]] == ["worker-1"], listed
+        run = get("/api/runs/run")["run"]
+        assert run["status"] == "crashed"
+        assert run["dead_streams"][0]["last_step"] == last
+        assert {s["name"]: s["dead"] for s in run["streams"]}["worker-1"] is True
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)

@@ -7,6 +7,7 @@
 
 #include "command.h"
 #include "trainscope/reader.h"
+#include "util/text_format.h"
 
 namespace trainscope::cli {
 namespace {
@@ -22,6 +23,36 @@ std::string HumanBytes(uint64_t b) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
   return buf;
+}
+
+// How many tensor and scalar names the terminal shows; `--json` lists every one.
+constexpr size_t kShownNames = 20;
+
+std::string WithCommas(size_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// Names a few to a line, the first kShownNames, then how many more there are.
+void PrintCapped(std::ostream& o, const std::vector<std::string>& names) {
+  size_t width = 0;
+  for (size_t i = 0; i < names.size() && i < kShownNames; ++i) {
+    if (width == 0) o << " ";
+    o << " " << names[i] << (i + 1 < names.size() ? "," : "");
+    width += names[i].size() + 2;
+    if (width > 80) {
+      o << "\n";
+      width = 0;
+    }
+  }
+  if (width) o << "\n";
+  if (names.size() > kShownNames) {
+    o << "  ... and " << WithCommas(names.size() - kShownNames) << " more; --json lists all\n";
+  }
 }
 
 int Inspect(Context& ctx) {
@@ -44,13 +75,26 @@ int Inspect(Context& ctx) {
   j["id"] = r.manifest().id;
   j["name"] = r.manifest().name;
   j["ended"] = r.Ended();
+  const RunState state = r.State();
+  j["status"] = RunStateName(state);
   nlohmann::json streams = nlohmann::json::array();
+  nlohmann::json dead = nlohmann::json::array();
   for (const auto& s : r.Streams()) {
+    const StreamCounts c = r.Counts(s);
+    const WriterState w = r.StreamWriter(s);
     nlohmann::json sj{{"stream", s},
-                      {"live", r.StreamLive(s)},
-                      {"steps", r.Counts(s).steps},
-                      {"summaries", r.Counts(s).summaries},
-                      {"system_samples", r.Counts(s).system_samples}};
+                      {"live", w == WriterState::kLive},
+                      {"writer", w == WriterState::kLive     ? "live"
+                                 : w == WriterState::kClosed ? "closed"
+                                                             : "died"},
+                      {"steps", c.steps},
+                      {"last_step", c.last_step},
+                      {"last_record_us", c.last_wall_us},
+                      {"summaries", c.summaries},
+                      {"system_samples", c.system_samples}};
+    if (w == WriterState::kDied) {
+      dead.push_back({{"stream", s}, {"last_step", c.last_step}, {"last_record_us", c.last_wall_us}});
+    }
     if (auto ws = r.LastWriterStats(s)) {
       sj["records_written"] = ws->records_written;
       sj["bytes_written"] = ws->bytes_written;
@@ -61,10 +105,13 @@ int Inspect(Context& ctx) {
     streams.push_back(sj);
   }
   j["streams"] = streams;
+  j["dead_streams"] = dead;
   j["workers"] = r.Workers();
   auto tensors = r.TensorNames();
   j["tensors"] = tensors.size();
-  j["scalars"] = r.ScalarNames();
+  // Each call builds the sorted list anew: taken once.
+  const std::vector<std::string> scalars = r.ScalarNames();
+  j["scalars"] = scalars;
   nlohmann::json modes = nlohmann::json::object();
   for (Mode m : r.Modes()) {
     auto steps = r.Steps(m);
@@ -96,13 +143,24 @@ int Inspect(Context& ctx) {
                          : ms.IsNotFound()   ? "no run.json"
                          : ms.IsCorruption() ? "run.json unparseable"
                                              : "run.json unreadable";
-  o << "run " << pos[0] << "  (" << manifest << ", " << (r.Ended() ? "ended" : "live") << ")\n";
+  o << "run " << pos[0] << "  (" << manifest << ", " << RunStateName(state) << ")\n";
   if (!ms.ok() && !ms.IsNotFound()) o << "  " << ms.message() << "\n";
+  for (const auto& d : dead) {
+    // Named first: a rank that died looks like one that finished early everywhere else.
+    const int64_t step = d["last_step"].get<int64_t>();
+    o << "  " << d["stream"].get<std::string>() << " DIED"
+      << (step >= 0 ? " at step " + std::to_string(step) : std::string(" before its first step"))
+      << " (last record " << text::IsoTime(d["last_record_us"].get<int64_t>())
+      << "): its writer went away without closing the stream (killed or crashed)\n";
+  }
+  if (state == RunState::kCrashed) o << "  the run did not end cleanly\n";
   o << "segments " << st.segments << ", records " << st.records << ", data " << HumanBytes(st.bytes)
     << "\n\nstreams:\n";
   for (const auto& s : streams) {
+    const std::string w = s["writer"].get<std::string>();
     o << "  " << std::left << std::setw(22) << s["stream"].get<std::string>()
-      << (s["live"].get<bool>() ? "live " : "done ") << " steps " << s["steps"] << "  summaries "
+      << (w == "live" ? "live " : w == "died" ? "DEAD " : "done ") << " steps " << s["steps"]
+      << "  summaries "
       << s["summaries"] << "  system samples " << s["system_samples"];
     if (s.contains("records_dropped")) {
       o << "  written " << s["records_written"] << " ("
@@ -118,18 +176,15 @@ int Inspect(Context& ctx) {
       << v["last"] << ")\n";
   }
   o << "\ntensors: " << tensors.size() << "\n";
-  size_t shown = 0;
-  for (const auto& t : tensors) {
-    if (++shown > 20) {
-      o << "  ... and " << tensors.size() - 20
-        << " more (trainscope inspect --json lists counts)\n";
-      break;
-    }
-    o << "  " << t << "  (" << r.TensorSteps(t).size() << " steps)\n";
+  for (size_t i = 0; i < tensors.size() && i < kShownNames; ++i) {
+    o << "  " << tensors[i] << "  (" << r.TensorSteps(tensors[i]).size() << " steps)\n";
   }
-  o << "scalars: ";
-  for (size_t i = 0; i < r.ScalarNames().size(); ++i) o << (i ? ", " : "") << r.ScalarNames()[i];
-  o << "\n\nbytes by collection:\n";
+  if (tensors.size() > kShownNames) {
+    o << "  ... and " << WithCommas(tensors.size() - kShownNames) << " more; --json lists all\n";
+  }
+  o << "scalars: " << scalars.size() << "\n";
+  PrintCapped(o, scalars);
+  o << "\nbytes by collection:\n";
   for (const auto& [c, b] : r.BytesByCollection()) {
     o << "  " << std::setw(16) << c << HumanBytes(b) << "\n";
   }
@@ -147,7 +202,10 @@ int Inspect(Context& ctx) {
 TS_COMMAND("inspect", "list a run's workers, tensors, steps, records, drops and bytes",
            "usage: trainscope inspect RUN [--json]\n\n"
            "Lists the run's streams (workers, monitors), tensors, scalars, steps per mode,\n"
-           "records and bytes written or dropped, and bytes per collection.",
+           "records and bytes written or dropped, and bytes per collection. The run is live,\n"
+           "ended, or crashed: a stream whose writer died (no clean close) is named DEAD\n"
+           "with its last step and the time of its last record. The terminal shows the\n"
+           "first 20 tensor and scalar names; --json lists every one.",
            Inspect);
 
 }  // namespace

@@ -49,6 +49,13 @@
 
   function clear() { app.textContent = ''; }
 
+  // A run's state: "live", "ended", or "crashed" (a writer died without closing its stream).
+  function runState(r) { return r.status === 'crashed' ? 'crashed' : r.live ? 'live' : 'ended'; }
+  function deadText(r) {
+    return (r.dead_streams || []).map((d) => d.stream + ' died' + (d.last_step >= 0 ? ' at step ' + d.last_step : '') +
+      (d.last_record_us ? ' (last record ' + new Date(d.last_record_us / 1000).toLocaleString() + ')' : '')).join('; ');
+  }
+
   // ---- run list -------------------------------------------------------------------------------
   function listView() {
     clear();
@@ -65,7 +72,7 @@
       }
       C.table(holder, [
         { key: 'name', label: 'run', align: 'left', format: (v) => el('a', { href: '#/run/' + encodeURIComponent(v), text: v, 'data-run': v }) },
-        { key: 'live', label: 'state', align: 'left', format: (v, r) => r.error ? el('span', { class: 'error', text: r.error }) : el('span', { class: 'chip ' + (v ? 'live' : 'ended'), text: v ? 'live' : 'ended' }) },
+        { key: 'live', label: 'state', align: 'left', format: (v, r) => r.error ? el('span', { class: 'error', text: r.error }) : el('span', { class: 'chip ' + runState(r), text: runState(r), title: deadText(r) }) },
         { key: 'last_step', label: 'last step', format: (v) => (v >= 0 ? f.num(v) : '–') },
         { key: 'rules_with_issues', label: 'rules with issues', format: (v, r) => (r.rules ? v + ' / ' + r.rules : '–') },
         { key: 'host', label: 'host', align: 'left' },
@@ -168,7 +175,8 @@
       const r = state.run;
       header.textContent = '';
       const chips = [];
-      chips.push(el('span', { class: 'chip ' + (r.live ? 'live' : 'ended'), id: 'run-state', text: r.live ? 'live' : 'ended' }));
+      chips.push(el('span', { class: 'chip ' + runState(r), id: 'run-state', text: runState(r), title: deadText(r) }));
+      for (const d of r.dead_streams || []) chips.push(el('span', { class: 'chip crashed', text: deadText({ dead_streams: [d] }) }));
       if (r.stop_requested) chips.push(el('span', { class: 'chip stopping', id: 'stop-state', text: 'stop requested' + (r.stop_reason ? ': ' + r.stop_reason : '') }));
       const stopBtn = el('button', { class: 'danger', id: 'stop', type: 'button', text: 'Stop training', onclick: () => confirmStop(name) });
       if (!r.live || r.stop_requested) stopBtn.disabled = true;
