@@ -328,7 +328,7 @@ class DocsEnv:
         d.mkdir()
         shutil.copy(HERE / "train.py", d / "train.py")
         (d / "rules.json").write_text(json.dumps(
-            {"rules": [{"name": "low_gpu_utilization", "params": {"patience": "200"}}]}))
+            {"rules": [{"name": "low_gpu_utilization", "params": {"patience": 200}}]}))
         (d / "typo.json").write_text(json.dumps(
             {"rules": [{"name": "overfit", "params": {"ratio": 2}}]}))
         if with_run:
@@ -404,6 +404,14 @@ class DocsEnv:
             argv = [self.bin] + [re.sub(r"\bRUN\b", RUN, a) for a in argv[1:]]
             if argv[1] == "serve":
                 self.check_serve(block, argv, cwd)
+                continue
+            if argv[1] == "stop" and block.exit_code == 0:
+                # the fixture's run has ended: `stop` must say there is no job (docs/cli.md: 6)
+                r = subprocess.run(argv, cwd=cwd, env=self.environ, capture_output=True,
+                                   text=True, timeout=COMMAND_TIMEOUT_S)
+                assert r.returncode == 6 and "no running job" in r.stderr, (
+                    f"{block.where}: {' '.join(argv[1:])} on an ended run exited "
+                    f"{r.returncode}\n{r.stderr[-3000:]}")
                 continue
             r = subprocess.run(argv, cwd=cwd, env=self.environ, capture_output=True, text=True,
                                timeout=COMMAND_TIMEOUT_S)
