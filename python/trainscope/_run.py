@@ -343,6 +343,12 @@ class RunLifecycle:
         self._dist = None
         self._stack_watch = None
         self._comm_timing = None
+        self._remove_torch_patches()
+
+    def _remove_torch_patches(self) -> None:
+        """Takes off what the hook put on torch's objects: module hooks, step hooks, the
+        optimizers' and scalers' step wrappers, the gradient-norm recorder (close, and a
+        forked child's disarm)."""
         for h in self._handles:
             try:
                 h.remove()
@@ -351,11 +357,11 @@ class RunLifecycle:
         self._handles = []
         try:
             self._remove_step_hooks()
-        except Exception:
+        except Exception:  # not _fail: in a forked child nothing may touch the writer
             pass
         for obj in self._optimizers + self._scalers:
             try:
-                del obj.step
+                del obj.step  # back to the class's method
             except Exception:
                 pass
         try:
@@ -384,19 +390,7 @@ class RunLifecycle:
             self._stop_profiler()
         except Exception as e:
             self._fail("profiler", e)
-        for h in self._handles:
-            try:
-                h.remove()
-            except Exception:
-                pass
-        self._handles = []
-        self._remove_step_hooks()
-        for obj in self._optimizers + self._scalers:
-            try:
-                del obj.step  # back to the class's method
-            except Exception:
-                pass
-        _GradNormRecorder.remove(self)
+        self._remove_torch_patches()
         if self._dist is not None:
             self._dist.close()
         if self._stack_watch is not None:

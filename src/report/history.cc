@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "report/internal.h"
+#include "trainscope/run.h"
 #include "util/env.h"
 
 namespace trainscope {
@@ -339,6 +340,7 @@ namespace trainscope {
 Result<HistoryEntry> LookupRun(const std::string& key, const std::string& history_path,
                                Env* env) {
   if (!env) env = Env::Default();
+  TS_RETURN_IF_ERROR(CheckRunLocation(key));  // s3://...: not supported, said as such
   if (env->IsDirectory(key) && env->FileExists(JoinPath(key, schema::kManifestFile))) {
     auto data = LoadRunData(key, env);
     if (!data.ok()) return data.status();

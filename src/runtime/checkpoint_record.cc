@@ -23,6 +23,19 @@ Status IOErrorFor(const std::string& what, const std::string& path, int err) {
   return Status::IOError(what + " " + path + ": " + std::strerror(err));
 }
 
+// Reads up to n bytes into buf (fewer only at the end of the file); *got says how many.
+Status ReadFull(int fd, const std::string& path, char* buf, size_t n, size_t* got) {
+  *got = 0;
+  while (*got < n) {
+    ssize_t r = ::read(fd, buf + *got, n - *got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return IOErrorFor("read", path, errno);
+    if (r == 0) break;
+    *got += static_cast<size_t>(r);
+  }
+  return Status::OK();
+}
+
 Status SyncPath(const std::string& path, bool dir) {
   int fd = ::open(path.c_str(), (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
   if (fd < 0) return IOErrorFor("open", path, errno);
@@ -187,15 +200,14 @@ Result<CheckpointDigest> DigestFile(const std::string& path) {
   CheckpointDigest d;
   std::vector<char> buf(1 << 20);
   for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
+    size_t got = 0;
+    Status s = ReadFull(fd, path, buf.data(), buf.size(), &got);
+    if (!s.ok()) {
       ::close(fd);
-      return IOErrorFor("read", path, err);
+      return s;
     }
-    if (n == 0) break;
-    d.Update(buf.data(), static_cast<size_t>(n));
+    d.Update(buf.data(), got);
+    if (got < buf.size()) break;  // end of file
   }
   ::close(fd);
   return d;
@@ -254,18 +266,9 @@ Result<std::string> ReadVerifiedCheckpoint(const std::string& dir,
   // reading (or allocating for) more than the record allows.
   std::string data(record.bytes + 1, '\0');
   size_t got = 0;
-  while (got < data.size()) {
-    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return IOErrorFor("read", path, err);
-    }
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
+  Status rs = ReadFull(fd, path, data.data(), data.size(), &got);
   ::close(fd);
+  if (!rs.ok()) return rs;
   data.resize(got);
   CheckpointDigest d;
   d.Update(data.data(), data.size());

@@ -99,20 +99,10 @@ def test_trainscope_run_records_ended_crashed_and_stopped_runs(tmp_path, cli):
                             str(script), mode],
                            capture_output=True, text=True, timeout=180, env=env)
         assert p.returncode == (0 if mode == "ok" else 1), p.stderr
-    nan = tmp_path / "nan.py"
-    nan.write_text(textwrap.dedent("""
-        import torch
-        model = torch.nn.Linear(4, 1)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        for i in range(200):
-            loss = model(torch.randn(8, 4)).pow(2).mean()
-            if i == 30:
-                loss = loss * float("nan")
-            opt.zero_grad(); loss.backward(); opt.step()
-    """))
+    nan = os.path.join(HERE, "scripts", "nan_loss.py")
     p = subprocess.run([cli, "run", "--out", str(tmp_path / "stop"), "--rules",
                         "exploding_tensor", "--actions", "stop_training", "--", sys.executable,
-                        str(nan)], capture_output=True, text=True, timeout=180, env=env)
+                        nan], capture_output=True, text=True, timeout=180, env=env)
     assert p.returncode == 76, p.stderr
     runs = _ls(cli, home)
     assert runs["ok"]["status"] == "ended", runs

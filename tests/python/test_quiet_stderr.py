@@ -3,26 +3,14 @@ TRAINSCOPE_LOG_LEVEL for the rest. A multi-rank stop says one line: test_distrib
 import os
 import subprocess
 import sys
-import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.abspath(os.path.join(HERE, "..", "..", "python"))
 
-NAN = textwrap.dedent("""
-    import torch
-    model = torch.nn.Linear(4, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for i in range(200):
-        loss = model(torch.randn(8, 4)).pow(2).mean()
-        if i == 30:
-            loss = loss * float("nan")
-        opt.zero_grad(); loss.backward(); opt.step()
-""")
+NAN = os.path.join(HERE, "scripts", "nan_loss.py")
 
 
 def _run(cli, tmp_path, *extra, env_extra=None):
-    script = tmp_path / "nan.py"
-    script.write_text(NAN)
     env = dict(os.environ, **(env_extra or {}))
     env["PYTHONPATH"] = PYTHON_DIR + os.pathsep + env.get("PYTHONPATH", "")
     for k in ("TRAINSCOPE_RUN_DIR", "TRAINSCOPE_MONITORED", "RANK", "TRAINSCOPE_LOG_LEVEL"):
@@ -30,7 +18,7 @@ def _run(cli, tmp_path, *extra, env_extra=None):
             env.pop(k, None)
     out = tmp_path / ("run" + str(len(list(tmp_path.iterdir()))))
     p = subprocess.run([cli, "run", "--out", str(out), "--rules", "exploding_tensor",
-                        "--actions", "stop_training", *extra, "--", sys.executable, str(script)],
+                        "--actions", "stop_training", *extra, "--", sys.executable, NAN],
                        capture_output=True, text=True, timeout=180, env=env)
     assert p.returncode == 76, p.stderr
     return [ln for ln in p.stderr.splitlines() if ln.startswith("trainscope")]
@@ -51,8 +39,7 @@ def test_quiet_keeps_only_the_stop_and_log_level_shows_more(tmp_path, cli):
     assert any("stop requested" in ln for ln in loud), loud  # said at info level only
 
 
-def test_other_ranks_are_quiet_unless_asked(tmp_path, cli):
-    env = {"RANK": "1"}
+def test_other_ranks_are_quiet_unless_asked():
     code = ("import logging, trainscope; lg = logging.getLogger('trainscope'); "
             "print(lg.getEffectiveLevel())")
     for extra, want in (({"RANK": "1"}, logging_level("ERROR")),
@@ -67,7 +54,6 @@ def test_other_ranks_are_quiet_unless_asked(tmp_path, cli):
                            timeout=60, env=e)
         assert p.returncode == 0, p.stderr
         assert int(p.stdout.strip()) == want, (extra, p.stdout)
-    del env
 
 
 def logging_level(name):

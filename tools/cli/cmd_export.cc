@@ -53,7 +53,7 @@ int Export(Context& ctx) {
                                " (formats: " + list + ")");
   }
   if (!Env::Default()->IsDirectory(pos[1])) {
-    return Error(ctx, "no run directory '" + pos[1] + "'", kExitNotFound);
+    return NoRunError(ctx, pos[1]);
   }
   auto files = exporter->Export(pos[1], pos[2], options);
   if (!files.ok()) return StatusError(ctx, "", files.status());

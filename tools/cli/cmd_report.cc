@@ -50,7 +50,7 @@ int Report(Context& ctx) {
   if (color && no_color) return UsageError(ctx, "give --color or --no-color, not both");
   if (!history.empty() && no_history) return UsageError(ctx, "give --history or --no-history, not both");
   if (!Env::Default()->IsDirectory(run)) {
-    return Error(ctx, "no run directory '" + run + "'", kExitNotFound);
+    return NoRunError(ctx, run);
   }
   auto data = LoadRunData(run);
   if (!data.ok()) return StatusError(ctx, "cannot read run " + run + ": ", data.status());

@@ -59,7 +59,7 @@ int Rules(Context& ctx) {
   }
   struct stat st;
   if (::stat(pos[0].c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return Error(ctx, "no run directory '" + pos[0] + "'", kExitNotFound);
+    return NoRunError(ctx, pos[0]);
   }
   auto reader = RunReader::Open(pos[0]);
   if (!reader.ok()) return StatusError(ctx, "cannot read '" + pos[0] + "': ", reader.status());

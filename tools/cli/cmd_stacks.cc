@@ -90,7 +90,7 @@ int Stacks(Context& ctx) {
   }
   const std::string& run = pos[0];
   Env* env = Env::Default();
-  if (!env->IsDirectory(run)) return Error(ctx, "no run directory '" + run + "'", kExitNotFound);
+  if (!env->IsDirectory(run)) return NoRunError(ctx, run);
   if (capture) {
     int64_t since_ms = NowUs() / 1000;
     Status st = RequestStacks(run, "trainscope stacks --capture", "cli", nullptr, env);

@@ -28,6 +28,7 @@ constexpr size_t kMaxReason = 500;  // as the dashboard's stop endpoint
 
 // The run directory for RUN: the directory itself, else the path of a history entry.
 Result<std::string> RunDirectory(const std::string& key) {
+  TS_RETURN_IF_ERROR(CheckRunLocation(key));  // s3://...: not supported, said as such
   Env* env = Env::Default();
   if (env->IsDirectory(key)) return key;
   auto db = HistoryDb::Open(DefaultHistoryPath());

@@ -157,10 +157,8 @@ int Watch(Context& ctx) {
 
   // The run directory.
   if (!Env::Default()->IsDirectory(run)) {
-    return Error(ctx,
-                 "no run directory '" + run + "'" +
-                     (::access(run.c_str(), F_OK) == 0 ? " (it is not a directory)" : ""),
-                 kExitNotFound);
+    return NoRunError(ctx, run,
+                      ::access(run.c_str(), F_OK) == 0 ? " (it is not a directory)" : "");
   }
   ::signal(SIGINT, OnSignal);
   ::signal(SIGTERM, OnSignal);

@@ -57,6 +57,9 @@ std::string UsageLine(const std::string& command, const std::string& usage);
 // "trainscope: error: MESSAGE" and, for kExitUsage, one line of usage; returns `code`.
 int Error(Context& ctx, const std::string& message, int code = kExitFailed);
 int UsageError(Context& ctx, const std::string& message);
+// RUN is not a run directory: a URL (s3://...) is a usage error saying what is not supported
+// (CheckRunLocation), anything else "no run directory 'RUN'" + detail, exit kExitNotFound.
+int NoRunError(Context& ctx, const std::string& run, const std::string& detail = "");
 // The exit code for a Status from the core: NotFound -> kExitNotFound, Corruption ->
 // kExitCorrupt, InvalidArgument -> kExitUsage, anything else kExitFailed.
 int ExitCodeFor(const Status& st);

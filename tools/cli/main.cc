@@ -10,6 +10,7 @@
 
 #include "command.h"
 #include "rules/closest_names.h"
+#include "trainscope/run.h"
 
 #ifndef TS_VERSION
 #error "TS_VERSION is set by tools/cli/CMakeLists.txt from the project's version"
@@ -78,6 +79,11 @@ int Error(Context& ctx, const std::string& message, int code) {
 
 int UsageError(Context& ctx, const std::string& message) {
   return Error(ctx, message, kExitUsage);
+}
+
+int NoRunError(Context& ctx, const std::string& run, const std::string& detail) {
+  if (Status loc = CheckRunLocation(run); !loc.ok()) return UsageError(ctx, loc.message());
+  return Error(ctx, "no run directory '" + run + "'" + detail, kExitNotFound);
 }
 
 int ExitCodeFor(const Status& st) {
