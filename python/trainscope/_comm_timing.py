@@ -112,7 +112,7 @@ class CommTiming:
             buf = bucket.buffer()
             if buf.device.type != "cpu" or buf.numel() == 0:
                 return False
-            if getattr(h, "_nonfinite_local_step", None) == step:
+            if h._nonfinite_local_step == step:
                 buf.view(-1)[0] = float("nan")
             return True
         except Exception as e:  # never into DDP's backward

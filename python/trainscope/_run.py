@@ -506,9 +506,8 @@ def _chain_excepthook() -> None:
 
     def _excepthook(t, v, tb):
         try:
-            stopped = t is not None and issubclass(t, TrainingStopped)
-            for h in list(_live_hooks):
-                if not stopped:
+            if not (t is not None and issubclass(t, TrainingStopped)):
+                for h in list(_live_hooks):
                     h._exit_status = "crashed"
         except Exception:
             pass
