@@ -45,7 +45,7 @@ std::string ConfigJson(const std::vector<RuleConfig>& configs) {
   for (const RuleConfig& c : configs) {
     json r = {{"name", c.type},
               {"id", c.id},
-              {"params", c.params},
+              {"params", json::parse(RuleParamsJson(c))},
               {"min_consecutive", c.min_consecutive},
               {"remind_every_steps", c.remind_every_steps},
               {"recover_after", c.recover_after},

@@ -248,6 +248,11 @@ struct RuleConfig {
 // (also accepts a bare list). Validates names and parameters against `registry`.
 Result<std::vector<RuleConfig>> ParseRulesConfig(
     const std::string& json, const RuleRegistry& registry = RuleRegistry::BuiltIn());
+// A config's params as the JSON object a config file holds (the inverse of the parsing above):
+// each value in its parameter's type (numbers, booleans, strings, null for None; "inf"/"-inf"
+// stay strings: JSON has no infinity). A parameter `registry` does not know stays text.
+std::string RuleParamsJson(const RuleConfig& config,
+                           const RuleRegistry& registry = RuleRegistry::BuiltIn());
 // "vanishing_gradient,loss_not_decreasing" -> default configs. Unknown names are errors.
 Result<std::vector<RuleConfig>> ParseRuleNames(
     const std::string& comma_separated, const RuleRegistry& registry = RuleRegistry::BuiltIn());

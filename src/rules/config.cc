@@ -3,6 +3,8 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "rules/closest_names.h"
@@ -450,6 +452,39 @@ Result<ActionSpec> ParseActionName(const std::string& name) {
 
 std::vector<std::string> DefaultRuleNames() {
   return {"exploding_tensor", "loss_not_decreasing", "dead_loss", "overfit"};
+}
+
+std::string RuleParamsJson(const RuleConfig& config, const RuleRegistry& registry) {
+  const RuleType* type = registry.Find(config.type);
+  json out = json::object();
+  for (const auto& [k, text] : config.params) {
+    const ParamSpec* spec = nullptr;
+    if (type) {
+      for (const auto& s : type->params) spec = s.name == k ? &s : spec;
+    }
+    json v = text;
+    char* end = nullptr;
+    if (k == "min_consecutive" || k == "remind_every_steps" || k == "recover_after") {
+      const long long n = std::strtoll(text.c_str(), &end, 10);
+      if (end && *end == '\0' && !text.empty()) v = n;
+    } else if (spec && spec->none_default && text == "None") {
+      v = nullptr;
+    } else if (spec && spec->type == ParamType::kBool) {
+      v = text == "true";
+    } else if (spec && (spec->type == ParamType::kInt || spec->type == ParamType::kDouble)) {
+      // the text is what the parser made of a JSON number: an integer stays one ("3"), any
+      // other number is a double ("0.1", "5.0"); "inf" stays a string
+      const long long n = std::strtoll(text.c_str(), &end, 10);
+      if (!text.empty() && *end == '\0') {
+        v = n;
+      } else {
+        const double d = std::strtod(text.c_str(), &end);
+        if (!text.empty() && *end == '\0' && std::isfinite(d)) v = d;
+      }
+    }
+    out[k] = std::move(v);
+  }
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace trainscope

@@ -35,6 +35,28 @@ TEST(RulesConfig, ParsesNamesParamsAndActions) {
   EXPECT_EQ((*c)[2].params.at("collection_names"), "weights,biases");
 }
 
+// The typed params written back are a config file the parser takes again, with the same params
+// (the invariant fuzz/rules_config_fuzz.cc checks on every input).
+TEST(RulesConfig, ParamsWrittenBackInTheirTypesParseAgain) {
+  auto c = ParseRulesConfig(
+      R"({"rules":[{"name":"overfit","params":{"patience":3,"ratio_threshold":0.1,)"
+      R"("tensor_regex":".*loss","min_consecutive":2}},)"
+      R"({"name":"exploding_tensor","params":{"only_nan":true}},)"
+      R"({"name":"loss_not_decreasing","params":{"diff_percent":5,"increase_threshold_percent":"inf","mode":null}}]})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::string again = "{\"rules\":[";
+  for (size_t i = 0; i < c->size(); ++i) {
+    again += std::string(i ? "," : "") + "{\"name\":\"" + (*c)[i].type +
+             "\",\"params\":" + RuleParamsJson((*c)[i]) + "}";
+  }
+  again += "]}";
+  auto r = ParseRulesConfig(again);
+  ASSERT_TRUE(r.ok()) << again << " -> " << r.status().ToString();
+  for (size_t i = 0; i < c->size(); ++i) EXPECT_EQ((*r)[i].params, (*c)[i].params) << again;
+  EXPECT_NE(RuleParamsJson((*c)[0]).find("\"patience\":3"), std::string::npos);
+  EXPECT_NE(RuleParamsJson((*c)[1]).find("\"only_nan\":true"), std::string::npos);
+}
+
 TEST(RulesConfig, MinConsecutiveAmongParams) {
   auto c = ParseRulesConfig(R"([{"name":"dead_loss","params":{"min_consecutive":2}}])");
   ASSERT_TRUE(c.ok()) << c.status().ToString();

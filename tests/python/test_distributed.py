@@ -395,8 +395,11 @@ def test_a_rank_killed_mid_run_is_named_dead_and_the_run_crashed(tmp_path):
     assert rep.returncode == 0, rep.stderr
     head = rep.stdout.splitlines()
     assert "crashed" in head[0], rep.stdout
-    assert f"rank 1 died at step {last} (last record " in head[1], rep.stdout
-    assert "the run did not end cleanly" in head[1]
+    # right under the first line, one per dead rank: rank 1, and rank 0 too when torchrun
+    # ended it (it terminates the other ranks once one fails, sometimes before rank 0's close)
+    died = [l for l in head[1:3] if " died at step " in l]
+    assert any(f"rank 1 died at step {last} (last record " in l for l in died), rep.stdout
+    assert all("the run did not end cleanly" in l for l in died), died
     assert "ranks balanced" not in rep.stdout and "No rule fired" not in rep.stdout
     findings = rep.stdout[rep.stdout.index("Findings ("):]
     assert findings.splitlines()[1].split("[")[-1].startswith("rank_died]"), findings
@@ -428,10 +431,10 @@ def test_a_rank_killed_mid_run_is_named_dead_and_the_run_crashed(tmp_path):
                 time.sleep(0.2)
         listed = next(r for r in runs["runs"] if r["name"] == "run")
         assert listed["status"] == "crashed", listed
-        assert [x["stream"] for x in listed["dead_streams"]] == ["worker-1"], listed
+        assert "worker-1" in [x["stream"] for x in listed["dead_streams"]], listed
         run = get("/api/runs/run")["run"]
         assert run["status"] == "crashed"
-        assert run["dead_streams"][0]["last_step"] == last
+        assert {x["stream"]: x["last_step"] for x in run["dead_streams"]}["worker-1"] == last
         assert {s["name"]: s["dead"] for s in run["streams"]}["worker-1"] is True
     finally:
         serve.terminate()
