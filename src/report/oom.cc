@@ -5,6 +5,8 @@
 // the machine), so the report shows what grew and how close to which limit it was.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "report/internal.h"
@@ -93,6 +95,60 @@ std::string Describe(const std::vector<std::pair<int64_t, double>>& c) {
          values + ")";
 }
 
+// The monitored tree at its last sample before the kill that still saw it: each process's
+// resident memory, largest first ("612 MiB at 2.1 s before the kill: pid 4242 (the training)
+// 540 MiB, pid 4250 72 MiB"). `root_pid`: the process `trainscope run` started (0: unknown).
+std::string Breakdown(const RunData& d, int64_t until_us, int64_t root_pid) {
+  std::map<std::string, SystemColumns> scratch;
+  const SystemTable* best = nullptr;
+  size_t best_i = 0;
+  const auto tables = BuildSystemTables(d, &scratch);
+  for (const SystemTable& t : tables) {
+    const std::vector<double>* tree = t.Col(schema::kProcTreeRssBytes);
+    if (tree == nullptr) continue;
+    for (size_t i = t.wall_us.size(); i-- > 0;) {
+      if (t.wall_us[i] > until_us || i >= tree->size() || !((*tree)[i] > 0)) continue;
+      if (best == nullptr || t.wall_us[i] > best->wall_us[best_i]) {
+        best = &t;
+        best_i = i;
+      }
+      break;
+    }
+  }
+  if (best == nullptr) return "";
+  std::vector<std::pair<double, int64_t>> procs;  // (rss, pid)
+  for (const auto& [name, col] : best->cols) {
+    schema::IndexedName split = schema::SplitIndexedName(name);
+    if (split.base != std::string(schema::kProcPrefix) + schema::proc::kRssBytes) continue;
+    if (best_i >= col.size() || !(col[best_i] > 0) || split.labels.empty()) continue;
+    procs.emplace_back(col[best_i], std::atoll(split.labels[0].second.c_str()));
+  }
+  if (procs.empty()) return "";
+  std::sort(procs.begin(), procs.end(), std::greater<>());
+  double total = 0;
+  for (const auto& [rss, _] : procs) total += rss;
+  const double before_s = (until_us - best->wall_us[best_i]) / 1e6;
+  std::string out = "at the last sample (" + Fixed(before_s, 1) + " s before the kill) its " +
+                    std::to_string(procs.size()) + " process" + (procs.size() == 1 ? "" : "es") +
+                    " held " + Bytes(total) + ": ";
+  constexpr size_t kListed = 5;
+  double rest = 0;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    const auto& [rss, pid] = procs[i];
+    if (i >= kListed) {
+      rest += rss;
+      continue;
+    }
+    out += (i ? ", " : "") + std::string("pid ") + std::to_string(pid) +
+           (pid == root_pid ? " (the training)" : "") + " " + Bytes(rss) + " (" +
+           Percent(rss / total) + ")";
+  }
+  if (procs.size() > kListed) {
+    out += ", " + std::to_string(procs.size() - kListed) + " more " + Bytes(rest);
+  }
+  return out;
+}
+
 }  // namespace
 
 void AddOomFindings(const RunData& d, RunAnalysis* a) {
@@ -130,8 +186,18 @@ void AddOomFindings(const RunData& d, RunAnalysis* a) {
     }
     f.message = "the kernel's OOM killer killed the training (SIGKILL, exit status " +
                 std::to_string(j.value("exit_code", 137)) + ")" + counters;
+    int64_t root_pid = 0;  // the process trainscope run started
+    for (const auto& s : d.events) {
+      if (s.kind != schema::event::kChildStarted || s.wall_us > e.wall_us) continue;
+      auto sj = nlohmann::json::parse(s.json, nullptr, false);
+      if (sj.is_object() && sj.contains("pid") && sj["pid"].is_number_integer()) {
+        root_pid = sj["pid"].get<int64_t>();
+      }
+    }
     std::string ev;
     if (!tree.empty()) ev += "training processes' memory (RSS) " + Describe(tree);
+    const std::string breakdown = Breakdown(d, e.wall_us, root_pid);
+    if (!breakdown.empty()) ev += std::string(ev.empty() ? "" : "; ") + breakdown;
     double limit = Last(cg_limit);
     f.value = tree.empty() ? Peak(cg_used) : Peak(tree);
     if (std::isfinite(limit) && limit > 0 && limit < 1e18) f.threshold = limit;

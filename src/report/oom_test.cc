@@ -33,7 +33,10 @@ RunData OomRun(bool oom) {
                  {schema::kCgroupMemUsedBytes, (160 + 20 * i) * kMiB},
                  {schema::kCgroupMemLimitBytes, 512 * kMiB},
                  {schema::kMemUsedBytes, 4096 * kMiB},
-                 {schema::kMemTotalBytes, 16384 * kMiB}};
+                 {schema::kMemTotalBytes, 16384 * kMiB},
+                 // the tree: the training (pid 100) and one DataLoader worker (pid 101)
+                 {schema::ProcMetric(100, schema::proc::kRssBytes), (120 + 16 * i) * kMiB},
+                 {schema::ProcMetric(101, schema::proc::kRssBytes), (30 + 4 * i) * kMiB}};
     sys.push_back(r);
   }
   if (oom) {  // the sampler's last look: the killed tree is gone
@@ -42,6 +45,7 @@ RunData OomRun(bool oom) {
     r.metrics = {{schema::kProcTreeRssBytes, 0}};
     sys.push_back(r);
   }
+  d.events.push_back({schema::event::kChildStarted, kT0, R"({"pid":100,"command":["python"]})"});
   std::string json = oom ? R"({"exit_code":137,"signal":9,"ended_by":"oom_killer",)"
                            R"("oom_killed":true,"oom_kill_before":2,"oom_kill_after":3})"
                          : R"({"exit_code":0,"ended_by":"exit"})";
@@ -72,6 +76,12 @@ TEST(OomFinding, AKilledTrainingIsACriticalFindingWithItsMemoryCurve) {
   EXPECT_NE(f.evidence.find("machine memory used 4 GiB of 16 GiB"), std::string::npos)
       << f.evidence;
   EXPECT_NE(f.evidence.find("last step recorded 169"), std::string::npos);
+  // What held the memory: the tree's processes at its last sample, largest first.
+  EXPECT_NE(f.evidence.find("at the last sample (1.0 s before the kill) its 2 processes held "
+                            "510 MiB: pid 100 (the training) 408 MiB (80"),
+            std::string::npos)
+      << f.evidence;
+  EXPECT_NE(f.evidence.find(", pid 101 102 MiB (20"), std::string::npos) << f.evidence;
   EXPECT_NE(f.recommendation.find("grew steadily"), std::string::npos);
   EXPECT_NE(f.recommendation.find("512 MiB"), std::string::npos);
   // Every front end shows it: the terminal summary and summary.json.
@@ -98,6 +108,7 @@ TEST(OomFinding, TheCurveIsReadFromSystemColumnsAsLoadRunDataKeepsThem) {
                             "last 180 s before the kill, peak 510 MiB"),
             std::string::npos)
       << f.evidence;
+  EXPECT_NE(f.evidence.find("pid 100 (the training) 408 MiB"), std::string::npos) << f.evidence;
   EXPECT_DOUBLE_EQ(f.threshold, 512 * kMiB);
 }
 

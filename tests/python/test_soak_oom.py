@@ -244,6 +244,10 @@ def test_oom_killer_death_is_named_by_run_and_by_the_report(memory_cgroup, tmp_p
     # cgroup was not charged for), its threshold the limit the sampler read from the cgroup.
     assert oom[0]["value"] > 300 * 2**20, oom[0]
     assert "before the kill, peak" in oom[0]["evidence"], oom[0]
+    # What held it: the tree's processes at the last sample, the training named by its pid.
+    started = r.events("child_started")[0]
+    assert f"pid {started['pid']} (the training)" in oom[0]["evidence"], oom[0]
+    assert "at the last sample (" in oom[0]["evidence"], oom[0]
     if oom[0]["threshold"] is not None:
         assert oom[0]["threshold"] == 640 * 2**20, oom[0]
         assert "limit 640 MiB" in oom[0]["evidence"], oom[0]
