@@ -3,8 +3,8 @@
 //   DashboardServer  HTTP server over a directory of runs: the web UI, a JSON API with a ?since=
 //                    cursor (only new data travels), POST .../stop, and /metrics.
 //   MetricsServer    just /metrics, for embedding in another process (`trainscope run
-//                    --metrics-port N`): give it a render callback, e.g. one that calls
-//                    RenderRunMetrics on a RunReader you refresh (docs/dashboard.md).
+//                    --metrics-port N`): give it a render callback, e.g. one that refreshes
+//                    a RunMetrics and renders it (docs/dashboard.md).
 //   PrometheusText   builds the text exposition format (version 0.0.4).
 //
 // Security: a server bound to anything but loopback refuses to start without a token of at
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "trainscope/status.h"
+#include "trainscope/types.h"
 
 namespace trainscope {
 
@@ -44,6 +45,11 @@ class PrometheusText {
   void Add(const std::string& family, const Labels& labels, double value,
            const std::string& suffix = "");
   std::string Render() const;  // families in declaration order, one HELP/TYPE block each
+  // Adds every family and sample of `other` (its declarations where this has none).
+  void Merge(const PrometheusText& other);
+  // Renders several texts as one (as if merged in turn), without copying their samples.
+  static std::string RenderAll(const std::vector<const PrometheusText*>& texts);
+  size_t bytes() const;  // the sample lines' size, about what Render() returns
 
   static std::string SanitizeName(const std::string& name);   // [a-zA-Z_:][a-zA-Z0-9_:]*
   static std::string EscapeLabelValue(const std::string& v);  // \\ \" \n
@@ -60,11 +66,38 @@ class PrometheusText {
   std::map<std::string, FamilyData> families_;
 };
 
-// Adds a run's metrics (labels run=<run_label>): last system/GPU sample per stream, steps
-// counter, last step, step time summary, step rate, last scalar values, rule statuses,
-// writer counters (records/bytes written and dropped) and reader corruption counters.
-void AppendRunMetrics(const RunReader& reader, const std::string& run_label, PrometheusText* out);
-std::string RenderRunMetrics(const RunReader& reader, const std::string& run_label);
+// A run's Prometheus metrics (labels run=<label>), kept current from its files in memory that
+// does not grow with the run: its reader keeps no records (ReadOptions all off) and the metrics
+// keep, per stream and mode, the step count, time sum and last 100 step times; the last value of
+// every scalar; the last system sample of every stream; every rule's state; the writer's last
+// counters. Families (docs/dashboard.md, "Prometheus"): trainscope_run_live, _steps_total,
+// _step_time_seconds (summary), _scalar, _rule_status, _writer_*, system metrics, ...
+// kSummary leaves out the per-scalar, per-system-metric and quantile families: what
+// `trainscope serve` exports for runs that have ended, so that /metrics over thousands of runs
+// stays small. Thread-safety: one thread at a time.
+class RunMetrics {
+ public:
+  enum class Detail { kFull, kSummary };
+  // `env`: nullptr for Env::Default().
+  static Result<std::unique_ptr<RunMetrics>> Open(const std::string& run_dir, Env* env = nullptr);
+  ~RunMetrics();
+  Status Refresh();  // reads what was appended since Open or the last Refresh
+  void Append(const std::string& run_label, PrometheusText* out,
+              Detail detail = Detail::kFull) const;
+  std::string Render(const std::string& run_label, Detail detail = Detail::kFull) const;
+
+  const RunReader& reader() const { return *reader_; }
+  int64_t last_step() const;  // the highest step of any step record; -1: none
+  // Every rule's latest status (warnings aside), by instance name.
+  std::map<std::string, RuleStatus> rule_states() const;
+
+  class Collector;  // the RecordVisitor that keeps the above (run_metrics.cc)
+
+ private:
+  RunMetrics();
+  std::unique_ptr<Collector> collector_;  // outlives reader_, which calls it
+  std::unique_ptr<RunReader> reader_;
+};
 
 // ---- Servers ------------------------------------------------------------------------------------
 struct ServerSecurity {

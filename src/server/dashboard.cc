@@ -6,6 +6,7 @@
 
 #include "server/http.h"
 #include "server/live_run.h"
+#include "server/run_index.h"
 #include "server/security.h"
 #include "trainscope/run.h"
 #include "trainscope/server.h"
@@ -106,6 +107,7 @@ class DashboardServer::Impl {
     if (!options_.env) options_.env = Env::Default();
     env_ = options_.env;
     refresh_us_ = options_.refresh_interval_ms * 1000;
+    index_ = std::make_unique<server::RunIndex>(env_, refresh_us_);
   }
 
   Status Start() {
@@ -264,43 +266,55 @@ class DashboardServer::Impl {
     return out;
   }
 
+  // The run page's view of a run (it keeps the records a ?since= cursor needs). At most
+  // kMaxRunViews are kept: the least recently asked for goes first (its page, if still open,
+  // starts over with its next poll: a cursor the new view has not issued reads from the start).
+  static constexpr size_t kMaxRunViews = 32;
   std::shared_ptr<server::LiveRun> RunFor(const std::string& name, const std::string& dir) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& slot = runs_[name];
-    if (!slot || slot->dir() != dir) slot = std::make_shared<server::LiveRun>(name, dir, env_);
-    return slot;
+    if (!slot.view || slot.view->dir() != dir) {
+      slot.view = std::make_shared<server::LiveRun>(name, dir, env_);
+    }
+    slot.used = ++use_clock_;
+    while (runs_.size() > kMaxRunViews) {
+      auto oldest = runs_.begin();
+      for (auto it = runs_.begin(); it != runs_.end(); ++it) {
+        if (it->second.used < oldest->second.used) oldest = it;
+      }
+      runs_.erase(oldest);
+    }
+    return slot.view;
   }
 
+  // One run by name, found without listing the others: DIR itself (when it is a run) or its
+  // subdirectory `name` (whose real path stays inside DIR), as ScanRuns would name it.
   Result<std::shared_ptr<server::LiveRun>> FindRun(const std::string& name) {
     if (name.empty() || name.find('\0') != std::string::npos ||
         name.find('/') != std::string::npos || name.find('\\') != std::string::npos ||
         name[0] == '.') {
       return Status::InvalidArgument("forbidden run name");
     }
-    for (const auto& [n, dir] : ScanRuns()) {
-      if (n == name) return RunFor(n, dir);
+    if (env_->FileExists(JoinPath(root_, "run.json"))) {
+      for (const auto& [n, dir] : ScanRuns()) {  // the root alone
+        if (n == name) return RunFor(n, dir);
+      }
+      return Status::NotFound("no run named " + name);
     }
-    return Status::NotFound("no run named " + name);
+    auto real = server::ResolveUnder(env_, root_, name);
+    if (!real.ok() || !env_->IsDirectory(*real) ||
+        !env_->FileExists(JoinPath(*real, "run.json"))) {
+      return Status::NotFound("no run named " + name);
+    }
+    return RunFor(name, *real);
   }
 
-  Response ListRuns() {
-    std::string out = "{\"runs\":[";
-    bool first = true;
-    for (const auto& [name, dir] : ScanRuns()) {
-      if (!first) out += ",";
-      first = false;
-      out += RunFor(name, dir)->SummaryJson(refresh_us_);
-    }
-    out += "]}";
-    return Response::Json(200, out);
-  }
+  Response ListRuns() { return Response::Json(200, index_->ListJson(ScanRuns())); }
 
   Response Metrics() {
-    PrometheusText text;
-    for (const auto& [name, dir] : ScanRuns()) RunFor(name, dir)->AppendMetrics(refresh_us_, &text);
     Response r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = text.Render();
+    r.body = index_->RenderMetrics(ScanRuns());
     return r;
   }
 
@@ -327,8 +341,14 @@ class DashboardServer::Impl {
   std::string root_;
   int64_t refresh_us_ = 250000;
   std::unique_ptr<http::Server> server_;
-  std::mutex mu_;  // guards runs_ (the map only; each LiveRun has its own lock)
-  std::map<std::string, std::shared_ptr<server::LiveRun>> runs_;
+  std::unique_ptr<server::RunIndex> index_;  // /api/runs and /metrics
+  std::mutex mu_;  // guards runs_ and use_clock_ (each LiveRun has its own lock)
+  struct RunView {
+    std::shared_ptr<server::LiveRun> view;
+    uint64_t used = 0;
+  };
+  std::map<std::string, RunView> runs_;
+  uint64_t use_clock_ = 0;
 };
 
 Result<std::unique_ptr<DashboardServer>> DashboardServer::Start(const DashboardOptions& options) {

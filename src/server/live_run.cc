@@ -21,8 +21,10 @@ size_t FirstAfter(const V& v, uint64_t since) {
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+}  // namespace
+
 // Streams whose writer died (killed or crashed): named, with how far each got.
-json DeadStreamsJson(const RunReader& r) {
+nlohmann::json DeadStreamsJson(const RunReader& r) {
   json out = json::array();
   for (const auto& d : r.DeadStreams()) {
     out.push_back({{"stream", d.stream}, {"last_step", d.last_step},
@@ -30,8 +32,6 @@ json DeadStreamsJson(const RunReader& r) {
   }
   return out;
 }
-
-}  // namespace
 
 void LiveRun::OnScalar(const std::string& stream, const ScalarRecord& r) {
   scalars_.push_back({++seq_, stream, r});
@@ -71,41 +71,6 @@ Status LiveRun::RefreshLocked(int64_t refresh_interval_us) {
   last_refresh_us_ = now;
   auto n = reader_->Refresh();
   return n.ok() ? Status::OK() : n.status();
-}
-
-std::string LiveRun::SummaryJson(int64_t refresh_interval_us) {
-  std::lock_guard<std::mutex> lock(mu_);
-  json j = {{"name", name_}};
-  Status st = RefreshLocked(refresh_interval_us);
-  if (!reader_) {
-    j["error"] = st.ToString();
-    return Dump(j);
-  }
-  const RunManifest& m = reader_->manifest();
-  bool live = false;
-  for (const auto& s : reader_->Streams()) live = live || reader_->StreamLive(s);
-  int64_t last_step = -1;
-  for (const auto& s : steps_) last_step = std::max(last_step, s.rec.step);
-  std::map<std::string, RuleStatus> rules;
-  for (const auto& e : rule_events_) {
-    if (e.rec.status != RuleStatus::kWarning) rules[e.rec.rule] = e.rec.status;
-  }
-  int issues = 0;
-  for (const auto& [_, s] : rules)
-    issues += s == RuleStatus::kIssuesFound || s == RuleStatus::kError;
-  j.update({{"id", m.id},
-            {"display_name", m.name},
-            {"host", m.host},
-            {"start_us", m.start_us},
-            {"framework", m.framework},
-            {"live", live},
-            {"ended", reader_->Ended()},
-            {"status", RunStateName(reader_->State())},
-            {"dead_streams", DeadStreamsJson(*reader_)},
-            {"last_step", last_step},
-            {"rules", rules.size()},
-            {"rules_with_issues", issues}});
-  return Dump(j);
 }
 
 std::string LiveRun::DataJson(uint64_t since, int64_t refresh_interval_us) {
@@ -221,12 +186,6 @@ std::string LiveRun::DataJson(uint64_t since, int64_t refresh_interval_us) {
             {"events", events},
             {"writer", writer}});
   return Dump(j);
-}
-
-void LiveRun::AppendMetrics(int64_t refresh_interval_us, PrometheusText* out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  RefreshLocked(refresh_interval_us);
-  if (reader_) AppendRunMetrics(*reader_, name_, out);
 }
 
 }  // namespace trainscope::server

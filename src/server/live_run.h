@@ -10,10 +10,15 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "trainscope/reader.h"
 #include "trainscope/server.h"
 
 namespace trainscope::server {
+
+// [{"stream", "last_step", "last_record_us"}] of the streams whose writer died.
+nlohmann::json DeadStreamsJson(const RunReader& r);
 
 class LiveRun : public RecordVisitor {
  public:
@@ -23,9 +28,6 @@ class LiveRun : public RecordVisitor {
 
   // JSON for GET /api/runs/<name>?since=N (docs/dashboard.md, "API").
   std::string DataJson(uint64_t since, int64_t refresh_interval_us);
-  // One entry of GET /api/runs.
-  std::string SummaryJson(int64_t refresh_interval_us);
-  void AppendMetrics(int64_t refresh_interval_us, PrometheusText* out);
   const std::string& name() const { return name_; }
   const std::string& dir() const { return dir_; }
 

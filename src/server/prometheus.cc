@@ -1,6 +1,7 @@
 // Prometheus text exposition format 0.0.4 (one HELP/TYPE block per family).
 #include <charconv>
 #include <cmath>
+#include <map>
 
 #include "trainscope/server.h"
 
@@ -87,18 +88,83 @@ void PrometheusText::Add(const std::string& family, const Labels& labels, double
   it->second.lines.push_back(std::move(line));
 }
 
-std::string PrometheusText::Render() const {
+void PrometheusText::Merge(const PrometheusText& other) {
+  for (const std::string& name : other.order_) {
+    const FamilyData& theirs = other.families_.at(name);
+    auto [it, inserted] = families_.try_emplace(name);
+    if (inserted) order_.push_back(name);
+    if (inserted || it->second.help.empty()) {
+      it->second.type = theirs.type;
+      it->second.help = theirs.help;
+    }
+    it->second.lines.insert(it->second.lines.end(), theirs.lines.begin(), theirs.lines.end());
+  }
+}
+
+size_t PrometheusText::bytes() const {
+  size_t n = 0;
+  for (const auto& [_, f] : families_) {
+    for (const auto& l : f.lines) n += l.size() + 1;
+  }
+  return n;
+}
+
+namespace {
+const char* TypeName(PrometheusText::Type t) {
+  switch (t) {
+    case PrometheusText::Type::kGauge:
+      return "gauge";
+    case PrometheusText::Type::kCounter:
+      return "counter";
+    case PrometheusText::Type::kSummary:
+      return "summary";
+    case PrometheusText::Type::kUntyped:
+      break;
+  }
+  return "untyped";
+}
+}  // namespace
+
+std::string PrometheusText::Render() const { return RenderAll({this}); }
+
+std::string PrometheusText::RenderAll(const std::vector<const PrometheusText*>& texts) {
+  // Families in the order they first appear; each one's HELP/TYPE from the first text that
+  // declares it with a help text (else the first that has it).
+  std::vector<std::string> order;
+  std::map<std::string, const FamilyData*> head;
+  size_t bytes = 0;
+  for (const PrometheusText* t : texts) {
+    bytes += t->bytes();
+    for (const std::string& name : t->order_) {
+      const FamilyData& f = t->families_.at(name);
+      auto [it, inserted] = head.try_emplace(name, &f);
+      if (inserted) {
+        order.push_back(name);
+      } else if (it->second->help.empty() && !f.help.empty()) {
+        it->second = &f;
+      }
+    }
+  }
   std::string out;
-  for (const std::string& name : order_) {
-    const FamilyData& f = families_.at(name);
-    if (f.lines.empty()) continue;
-    if (!f.help.empty()) out += "# HELP " + name + " " + EscapeHelp(f.help) + "\n";
-    const char* type = f.type == Type::kGauge     ? "gauge"
-                       : f.type == Type::kCounter ? "counter"
-                       : f.type == Type::kSummary ? "summary"
-                                                  : "untyped";
-    out += "# TYPE " + name + " " + type + "\n";
-    for (const auto& l : f.lines) out += l + "\n";
+  out.reserve(bytes + 160 * order.size());
+  for (const std::string& name : order) {
+    bool any = false;
+    for (const PrometheusText* t : texts) {
+      auto f = t->families_.find(name);
+      any = any || (f != t->families_.end() && !f->second.lines.empty());
+    }
+    if (!any) continue;
+    const FamilyData& h = *head.at(name);
+    if (!h.help.empty()) out += "# HELP " + name + " " + EscapeHelp(h.help) + "\n";
+    out += "# TYPE " + name + " " + TypeName(h.type) + "\n";
+    for (const PrometheusText* t : texts) {
+      auto f = t->families_.find(name);
+      if (f == t->families_.end()) continue;
+      for (const auto& l : f->second.lines) {
+        out += l;
+        out += '\n';
+      }
+    }
   }
   return out;
 }

@@ -1,7 +1,11 @@
-// A run's Prometheus metrics, rendered from a RunReader (see server.h for the families).
+// RunMetrics: a run's Prometheus metrics, kept by a visitor of a reader that keeps no records
+// (see server.h for the families).
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <deque>
 #include <map>
+#include <tuple>
 
 #include "trainscope/reader.h"
 #include "trainscope/schema.h"
@@ -42,70 +46,106 @@ Labels With(Labels base, std::initializer_list<std::pair<std::string, std::strin
   return base;
 }
 
-void Steps(const std::string& run, const std::string& stream, const std::vector<StepRecord>& steps,
-           PrometheusText* out) {
-  std::map<Mode, std::vector<const StepRecord*>> by_mode;
-  for (const StepRecord& s : steps) by_mode[s.mode].push_back(&s);
-  for (const auto& [mode, list] : by_mode) {
-    Labels l = {{"run", run}, {"worker", stream}, {"mode", std::string(ModeName(mode))}};
-    double sum = 0;
-    for (const StepRecord* s : list) sum += (s->end_us - s->start_us) / 1e6;
-    std::vector<double> recent;
-    const size_t first = list.size() > kRecentSteps ? list.size() - kRecentSteps : 0;
-    for (size_t i = first; i < list.size(); ++i) {
-      recent.push_back((list[i]->end_us - list[i]->start_us) / 1e6);
-    }
-    out->Add("trainscope_steps_total", l, static_cast<double>(list.size()));
-    out->Add("trainscope_last_step", l, static_cast<double>(list.back()->step));
-    out->Add("trainscope_last_step_time_seconds", l, recent.back());
-    for (double q : {0.5, 0.9, 0.99}) {
-      out->Add("trainscope_step_time_seconds",
-               With(l, {{"quantile", PrometheusText::FormatValue(q)}}), Quantile(recent, q));
-    }
-    out->Add("trainscope_step_time_seconds", l, sum, "_sum");
-    out->Add("trainscope_step_time_seconds", l, static_cast<double>(list.size()), "_count");
-    if (list.size() - first >= 2) {
-      double span = (list.back()->end_us - list[first]->start_us) / 1e6;
-      if (span > 0) {
-        out->Add("trainscope_step_rate", l, static_cast<double>(list.size() - first) / span);
-      }
-    }
-    if (list.back()->data_wait_us >= 0) {
-      out->Add("trainscope_last_step_data_wait_seconds", l, list.back()->data_wait_us / 1e6);
-    }
-  }
-}
+// Per stream and mode: what the step families need, without the step records themselves.
+struct StepState {
+  uint64_t count = 0;
+  double sum_s = 0;
+  int64_t last_step = 0;
+  int64_t last_data_wait_us = -1;
+  struct Recent {
+    int64_t start_us, end_us;
+  };
+  std::deque<Recent> recent;  // the last kRecentSteps, in file order
+};
+
+struct RuleState {
+  RuleStatus status = RuleStatus::kInProgress;
+  int64_t status_wall_us = INT64_MIN;
+  uint64_t firings = 0;
+};
 
 }  // namespace
 
-void AppendRunMetrics(const RunReader& r, const std::string& run, PrometheusText* out) {
+class RunMetrics::Collector : public RecordVisitor {
+ public:
+  void OnStep(const std::string& stream, const StepRecord& r) override {
+    StepState& s = steps_[{stream, r.mode}];
+    s.count++;
+    s.sum_s += (r.end_us - r.start_us) / 1e6;
+    s.last_step = r.step;
+    s.last_data_wait_us = r.data_wait_us;
+    s.recent.push_back({r.start_us, r.end_us});
+    if (s.recent.size() > kRecentSteps) s.recent.pop_front();
+    last_step_ = std::max(last_step_, r.step);
+  }
+  void OnScalar(const std::string& stream, const ScalarRecord& r) override {
+    if (!schema::IsWorkerStream(stream)) return;
+    auto [it, inserted] = scalars_.try_emplace({r.name, stream, r.mode}, r.step, r.value);
+    if (!inserted && r.step >= it->second.first) it->second = {r.step, r.value};
+  }
+  void OnSystemSample(const std::string& stream, const SystemSampleRecord& r) override {
+    system_[stream] = r;
+  }
+  void OnRuleEvent(const std::string&, const RuleEventRecord& e) override {
+    RuleState& s = rules_[e.rule];
+    if (e.status != RuleStatus::kWarning && e.wall_us >= s.status_wall_us) {
+      s.status = e.status;
+      s.status_wall_us = e.wall_us;
+    }
+    s.firings = std::max(s.firings, e.firing);
+  }
+
+  void Append(const RunReader& r, const std::string& run, Detail detail,
+              PrometheusText* out) const;
+  int64_t last_step() const { return last_step_; }
+  std::map<std::string, RuleStatus> rule_states() const {
+    std::map<std::string, RuleStatus> out;
+    for (const auto& [rule, s] : rules_) {
+      if (s.status_wall_us != INT64_MIN) out[rule] = s.status;
+    }
+    return out;
+  }
+
+ private:
+  std::map<std::pair<std::string, Mode>, StepState> steps_;
+  std::map<std::tuple<std::string, std::string, Mode>, std::pair<int64_t, double>> scalars_;
+  std::map<std::string, SystemSampleRecord> system_;
+  std::map<std::string, RuleState> rules_;
+  int64_t last_step_ = -1;
+};
+
+void RunMetrics::Collector::Append(const RunReader& r, const std::string& run, Detail detail,
+                                   PrometheusText* out) const {
+  const bool full = detail == Detail::kFull;
   out->Family("trainscope_run_live", Type::kGauge,
               "1 while a writer of the run still holds its stream (the job is running)");
   out->Family("trainscope_run_start_time_seconds", Type::kGauge, "Run start, Unix seconds");
   out->Family("trainscope_steps_total", Type::kCounter, "Training steps recorded");
   out->Family("trainscope_last_step", Type::kGauge, "Global step of the last recorded step");
-  out->Family("trainscope_last_step_time_seconds", Type::kGauge, "Duration of the last step");
   out->Family("trainscope_step_time_seconds", Type::kSummary,
               "Step duration: quantiles over the last 100 steps, sum and count over the run");
-  out->Family("trainscope_step_rate", Type::kGauge, "Steps per second over the last 100 steps");
-  out->Family("trainscope_last_step_data_wait_seconds", Type::kGauge,
-              "Data-loader wait of the last step");
-  out->Family("trainscope_scalar", Type::kGauge, "Last value of a recorded scalar (loss, ...)");
   out->Family("trainscope_rule_status", Type::kGauge,
               "Rule status: 0 InProgress, 1 NoIssuesFound, 2 IssuesFound, 3 Error, 5 NoData");
   out->Family("trainscope_rule_issues_found", Type::kGauge, "1 when the rule found issues");
   out->Family("trainscope_rule_firings_total", Type::kCounter, "Times the rule fired");
-  out->Family("trainscope_writer_records_written_total", Type::kCounter, "Records written");
-  out->Family("trainscope_writer_bytes_written_total", Type::kCounter, "Bytes written");
   out->Family("trainscope_writer_records_dropped_total", Type::kCounter,
               "Records dropped by the writer (queue full, I/O error or budget)");
-  out->Family("trainscope_writer_bytes_dropped_total", Type::kCounter, "Bytes dropped");
   out->Family("trainscope_writer_io_errors_total", Type::kCounter, "Writer I/O errors");
-  out->Family("trainscope_writer_queue_high_water", Type::kGauge, "Most records ever queued");
   out->Family("trainscope_reader_corrupt_regions_total", Type::kCounter,
               "Corrupt regions skipped while reading the run");
-  out->Family("trainscope_system_sample_time_seconds", Type::kGauge,
-              "Time of the last system sample, Unix seconds");
+  if (full) {
+    out->Family("trainscope_last_step_time_seconds", Type::kGauge, "Duration of the last step");
+    out->Family("trainscope_step_rate", Type::kGauge, "Steps per second over the last 100 steps");
+    out->Family("trainscope_last_step_data_wait_seconds", Type::kGauge,
+                "Data-loader wait of the last step");
+    out->Family("trainscope_scalar", Type::kGauge, "Last value of a recorded scalar (loss, ...)");
+    out->Family("trainscope_writer_records_written_total", Type::kCounter, "Records written");
+    out->Family("trainscope_writer_bytes_written_total", Type::kCounter, "Bytes written");
+    out->Family("trainscope_writer_bytes_dropped_total", Type::kCounter, "Bytes dropped");
+    out->Family("trainscope_writer_queue_high_water", Type::kGauge, "Most records ever queued");
+    out->Family("trainscope_system_sample_time_seconds", Type::kGauge,
+                "Time of the last system sample, Unix seconds");
+  }
 
   const Labels run_l = {{"run", run}};
   bool live = false;
@@ -114,57 +154,76 @@ void AppendRunMetrics(const RunReader& r, const std::string& run, PrometheusText
   if (r.manifest().start_us > 0) {
     out->Add("trainscope_run_start_time_seconds", run_l, r.manifest().start_us / 1e6);
   }
-  const std::vector<std::string> workers = r.Workers();
   for (const std::string& stream : r.Streams()) {
-    const auto& samples = r.SystemSamples(stream);
-    if (!samples.empty()) {
-      const SystemSampleRecord& last = samples.back();
-      out->Add("trainscope_system_sample_time_seconds", {{"run", run}, {"stream", stream}},
-               last.wall_us / 1e6);
-      for (const auto& [metric, value] : last.metrics) {
-        std::string family;
-        Labels l = {{"run", run}, {"stream", stream}};
-        SystemMetricName(metric, &family, &l);
-        out->Family(family, Type::kGauge, "System metric " + metric + " (last sample)");
-        out->Add(family, l, value);
+    if (full) {
+      auto sys = system_.find(stream);
+      if (sys != system_.end()) {
+        out->Add("trainscope_system_sample_time_seconds", {{"run", run}, {"stream", stream}},
+                 sys->second.wall_us / 1e6);
+        for (const auto& [metric, value] : sys->second.metrics) {
+          std::string family;
+          Labels l = {{"run", run}, {"stream", stream}};
+          SystemMetricName(metric, &family, &l);
+          out->Family(family, Type::kGauge, "System metric " + metric + " (last sample)");
+          out->Add(family, l, value);
+        }
       }
     }
-    Steps(run, stream, r.StepRecords(stream), out);
+    for (auto it = steps_.lower_bound({stream, Mode{}});
+         it != steps_.end() && it->first.first == stream; ++it) {
+      const StepState& s = it->second;
+      if (s.count == 0) continue;
+      Labels l = {{"run", run}, {"worker", stream}, {"mode", std::string(ModeName(it->first.second))}};
+      out->Add("trainscope_steps_total", l, static_cast<double>(s.count));
+      out->Add("trainscope_last_step", l, static_cast<double>(s.last_step));
+      if (full) {
+        std::vector<double> recent;
+        for (const auto& x : s.recent) recent.push_back((x.end_us - x.start_us) / 1e6);
+        out->Add("trainscope_last_step_time_seconds", l, recent.back());
+        for (double q : {0.5, 0.9, 0.99}) {
+          out->Add("trainscope_step_time_seconds",
+                   With(l, {{"quantile", PrometheusText::FormatValue(q)}}), Quantile(recent, q));
+        }
+      }
+      out->Add("trainscope_step_time_seconds", l, s.sum_s, "_sum");
+      out->Add("trainscope_step_time_seconds", l, static_cast<double>(s.count), "_count");
+      if (full && s.recent.size() >= 2) {
+        double span = (s.recent.back().end_us - s.recent.front().start_us) / 1e6;
+        if (span > 0) {
+          out->Add("trainscope_step_rate", l, static_cast<double>(s.recent.size()) / span);
+        }
+      }
+      if (full && s.last_data_wait_us >= 0) {
+        out->Add("trainscope_last_step_data_wait_seconds", l, s.last_data_wait_us / 1e6);
+      }
+    }
     if (auto ws = r.LastWriterStats(stream)) {
       Labels l = {{"run", run}, {"stream", stream}};
-      out->Add("trainscope_writer_records_written_total", l,
-               static_cast<double>(ws->records_written));
-      out->Add("trainscope_writer_bytes_written_total", l, static_cast<double>(ws->bytes_written));
       out->Add("trainscope_writer_records_dropped_total", l,
                static_cast<double>(ws->records_dropped));
-      out->Add("trainscope_writer_bytes_dropped_total", l, static_cast<double>(ws->bytes_dropped));
       out->Add("trainscope_writer_io_errors_total", l, static_cast<double>(ws->io_errors));
-      out->Add("trainscope_writer_queue_high_water", l, static_cast<double>(ws->queue_high_water));
-    }
-  }
-  for (const std::string& name : r.ScalarNames()) {
-    for (const std::string& w : workers) {
-      std::map<Mode, double> last;
-      for (const ScalarRecord& s : r.Scalar(name, Mode::kGlobal, w)) last[s.mode] = s.value;
-      for (const auto& [mode, v] : last) {
-        out->Add(
-            "trainscope_scalar",
-            {{"run", run}, {"worker", w}, {"mode", std::string(ModeName(mode))}, {"name", name}},
-            v);
+      if (full) {
+        out->Add("trainscope_writer_records_written_total", l,
+                 static_cast<double>(ws->records_written));
+        out->Add("trainscope_writer_bytes_written_total", l,
+                 static_cast<double>(ws->bytes_written));
+        out->Add("trainscope_writer_bytes_dropped_total", l,
+                 static_cast<double>(ws->bytes_dropped));
+        out->Add("trainscope_writer_queue_high_water", l,
+                 static_cast<double>(ws->queue_high_water));
       }
     }
   }
-  struct RuleState {
-    RuleStatus status = RuleStatus::kInProgress;
-    uint64_t firings = 0;
-  };
-  std::map<std::string, RuleState> rules;
-  for (const RuleEventRecord& e : r.RuleEvents()) {
-    RuleState& s = rules[e.rule];
-    if (e.status != RuleStatus::kWarning) s.status = e.status;
-    s.firings = std::max(s.firings, e.firing);
+  if (full) {
+    for (const auto& [key, v] : scalars_) {
+      const auto& [name, worker, mode] = key;
+      out->Add("trainscope_scalar",
+               {{"run", run}, {"worker", worker}, {"mode", std::string(ModeName(mode))},
+                {"name", name}},
+               v.second);
+    }
   }
-  for (const auto& [rule, s] : rules) {
+  for (const auto& [rule, s] : rules_) {
     Labels l = {{"run", run}, {"rule", rule}};
     out->Add("trainscope_rule_status", l, static_cast<double>(static_cast<int>(s.status)));
     out->Add("trainscope_rule_issues_found", l, s.status == RuleStatus::kIssuesFound ? 1 : 0);
@@ -174,10 +233,39 @@ void AppendRunMetrics(const RunReader& r, const std::string& run, PrometheusText
            static_cast<double>(r.stats().corrupt_regions));
 }
 
-std::string RenderRunMetrics(const RunReader& reader, const std::string& run_label) {
+RunMetrics::RunMetrics() : collector_(std::make_unique<Collector>()) {}
+RunMetrics::~RunMetrics() = default;
+
+Result<std::unique_ptr<RunMetrics>> RunMetrics::Open(const std::string& run_dir, Env* env) {
+  std::unique_ptr<RunMetrics> m(new RunMetrics());
+  ReadOptions o;
+  o.keep_records = false;
+  o.keep_events = false;
+  o.keep_tensor_steps = false;
+  auto r = RunReader::Open(run_dir, o, m->collector_.get(), env);
+  if (!r.ok()) return r.status();
+  m->reader_ = std::move(r).value();
+  return m;
+}
+
+Status RunMetrics::Refresh() {
+  auto n = reader_->Refresh();
+  return n.ok() ? Status::OK() : n.status();
+}
+
+void RunMetrics::Append(const std::string& run_label, PrometheusText* out, Detail detail) const {
+  collector_->Append(*reader_, run_label, detail, out);
+}
+
+std::string RunMetrics::Render(const std::string& run_label, Detail detail) const {
   PrometheusText t;
-  AppendRunMetrics(reader, run_label, &t);
+  Append(run_label, &t, detail);
   return t.Render();
+}
+
+int64_t RunMetrics::last_step() const { return collector_->last_step(); }
+std::map<std::string, RuleStatus> RunMetrics::rule_states() const {
+  return collector_->rule_states();
 }
 
 }  // namespace trainscope

@@ -325,6 +325,94 @@ TEST_F(DashboardTest, MetricsExposeStepTimeRulesAndSystem) {
   EXPECT_EQ(b.find("# TYPE trainscope_scalar"), b.rfind("# TYPE trainscope_scalar"));
 }
 
+// An ended run keeps only its list entry and summary metrics (docs/dashboard.md, "Many runs"),
+// and is read again when its files change.
+TEST_F(DashboardTest, EndedRunsKeepTheirSummaryAndAreReadAgainWhenTheyChange) {
+  StartServer("");
+  const std::string live = Get(port_, "/metrics").body;
+  EXPECT_NE(live.find("trainscope_scalar{run=\"r1\""), std::string::npos) << live;
+  EXPECT_NE(live.find("trainscope_run_live{run=\"r1\"} 1\n"), std::string::npos) << live;
+  ASSERT_TRUE(writer_->Close().ok());
+  writer_.reset();
+
+  auto list = nlohmann::json::parse(Get(port_, "/api/runs").body);
+  ASSERT_EQ(list["runs"].size(), 1u);
+  EXPECT_EQ(list["runs"][0]["live"], false);
+  EXPECT_EQ(list["runs"][0]["status"], "ended");
+  EXPECT_EQ(list["runs"][0]["last_step"], 4);
+  EXPECT_EQ(list["runs"][0]["rules_with_issues"], 1);
+  const std::string ended = Get(port_, "/metrics").body;
+  EXPECT_EQ(ended.find("trainscope_scalar{"), std::string::npos) << ended;  // summary only
+  EXPECT_EQ(ended.find("trainscope_gpu_util{"), std::string::npos) << ended;
+  EXPECT_NE(ended.find("trainscope_run_live{run=\"r1\"} 0\n"), std::string::npos) << ended;
+  EXPECT_NE(ended.find("trainscope_steps_total{run=\"r1\",worker=\"worker-0\",mode=\"TRAIN\"} 5\n"),
+            std::string::npos)
+      << ended;
+  EXPECT_NE(ended.find("trainscope_step_time_seconds_count{run=\"r1\",worker=\"worker-0\","
+                       "mode=\"TRAIN\"} 5\n"),
+            std::string::npos)
+      << ended;
+  EXPECT_NE(ended.find("trainscope_rule_status{run=\"r1\",rule=\"dead \\\"rule\\\"\"} 2\n"),
+            std::string::npos)
+      << ended;
+  EXPECT_EQ(Get(port_, "/metrics").body, ended);  // unchanged files: the kept answer
+
+  // Resumed: a new writer appends steps 5..7 to the same stream.
+  WriterOptions wo;
+  wo.run_dir = run_;
+  wo.flush_interval_ms = 1;
+  auto w = Writer::Open(wo);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  writer_ = std::move(*w);
+  AddSteps(5, 8);
+  ASSERT_TRUE(writer_->Close().ok());
+  writer_.reset();
+  list = nlohmann::json::parse(Get(port_, "/api/runs").body);
+  EXPECT_EQ(list["runs"][0]["last_step"], 7);
+  EXPECT_NE(Get(port_, "/metrics").body.find("trainscope_steps_total{run=\"r1\",worker=\"worker-0\","
+                                            "mode=\"TRAIN\"} 8\n"),
+            std::string::npos);
+}
+
+// RunMetrics over a run written and read in turn: the same numbers as the records give, its
+// scalars the value at the highest step.
+TEST(RunMetrics, KeepsTheLastHundredStepsAndTheLastScalars) {
+  TempDir dir;
+  const std::string run = dir / "r";
+  RunManifest m;
+  ASSERT_TRUE(CreateOrOpenRun(run, &m).ok());
+  auto w = Writer::Open({.run_dir = run, .flush_interval_ms = 1});
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 250; ++i) {
+    (*w)->AddStep({i, Mode::kTrain, i, 1000000LL * i, 1000000LL * i + (i < 150 ? 125000 : 250000)});
+    (*w)->AddScalar({"losses/loss", i, Mode::kTrain, i, 100.0 - i, 1000000LL * i});
+  }
+  (*w)->Flush();
+  auto rm = RunMetrics::Open(run);
+  ASSERT_TRUE(rm.ok()) << rm.status().ToString();
+  std::string text = (*rm)->Render("r");
+  const std::string l = "{run=\"r\",worker=\"worker-0\",mode=\"TRAIN\"";
+  EXPECT_NE(text.find("trainscope_steps_total" + l + "} 250\n"), std::string::npos) << text;
+  // The last 100 steps all took 0.25 s: every quantile is 0.25, the sum covers all 250.
+  EXPECT_NE(text.find("trainscope_step_time_seconds" + l + ",quantile=\"0.5\"} 0.25\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("trainscope_step_time_seconds_sum" + l + "} 43.75\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("trainscope_scalar" + l + ",name=\"losses/loss\"} -149\n"),
+            std::string::npos)
+      << text;
+  (*w)->AddStep({250, Mode::kTrain, 250, 250000000LL, 250300000LL});
+  (*w)->Flush();
+  ASSERT_TRUE((*rm)->Refresh().ok());
+  EXPECT_EQ((*rm)->last_step(), 250);
+  text = (*rm)->Render("r", RunMetrics::Detail::kSummary);
+  EXPECT_NE(text.find("trainscope_steps_total" + l + "} 251\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("quantile=\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("trainscope_scalar"), std::string::npos) << text;
+  ASSERT_TRUE((*w)->Close().ok());
+}
+
 TEST_F(DashboardTest, TokenRequiredForDataAndStop) {
   StartServer("s3cret");
   for (const char* target : {"/api/runs", "/api/runs/r1", "/metrics"}) {

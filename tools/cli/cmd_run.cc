@@ -290,23 +290,24 @@ int Run(Context& ctx) {
     }
   }
 
-  // Prometheus endpoint: a RunReader refreshed on each scrape, under a mutex.
+  // Prometheus endpoint: the run's RunMetrics (a reader that keeps no records), refreshed on
+  // each scrape, under a mutex.
   std::mutex metrics_mu;
-  std::unique_ptr<RunReader> metrics_reader;
+  std::unique_ptr<RunMetrics> run_metrics;
   std::unique_ptr<MetricsServer> metrics;
   if (metrics_given) {
     std::string run_label = manifest.name;
     auto m = MetricsServer::Start({metrics_host, static_cast<int>(metrics_port), token},
-                                  [&metrics_mu, &metrics_reader, out, run_label]() -> std::string {
+                                  [&metrics_mu, &run_metrics, out, run_label]() -> std::string {
                                     std::lock_guard<std::mutex> lock(metrics_mu);
-                                    if (!metrics_reader) {
-                                      auto r = RunReader::Open(out);
+                                    if (!run_metrics) {
+                                      auto r = RunMetrics::Open(out);
                                       if (!r.ok()) return "";
-                                      metrics_reader = std::move(r).value();
+                                      run_metrics = std::move(r).value();
                                     } else {
-                                      (void)metrics_reader->Refresh();
+                                      (void)run_metrics->Refresh();
                                     }
-                                    return RenderRunMetrics(*metrics_reader, run_label);
+                                    return run_metrics->Render(run_label);
                                   });
     if (m.ok()) {
       metrics = std::move(m).value();
