@@ -114,6 +114,13 @@ def yield_to(hook) -> None:
                           "capture stood down")
 
 
+def _base_stream(stream: str) -> str:
+    """worker-0-t2 -> worker-0: the rank's stream a later training of the run was kept off
+    (_run.own_stream)."""
+    head, sep, tail = stream.rpartition("-t")
+    return head if sep and tail.isdigit() and head else stream
+
+
 def _write_status(run_dir: str, fields: dict) -> None:
     try:
         d = os.path.join(run_dir, "instrument")
@@ -419,7 +426,10 @@ class _AutoCapture(_search._ModelSearch, _loss._LossCapture):
             "loss": self._loss_source,
             "candidates": described,
             "message": f"capturing model {name} ({type(model).__name__}, {n_params:,} "
-                       f"parameters) stepped by {type(optimizer).__name__}"}
+                       f"parameters) stepped by {type(optimizer).__name__}"
+                       + (f" into stream {hook.worker} (another training of this run has "
+                          f"{_base_stream(hook.worker)})" if _base_stream(hook.worker)
+                          != hook.worker else "")}
         self._report()
         hook.add_event("instrumentation", {k: v for k, v in self._status.items()
                                            if k != "state"})

@@ -73,6 +73,46 @@ def _set_eval_frame():
         return None
 
 
+# (real run directory, stream) of the streams this process has opened: a second Hook of the
+# same process (train, then evaluate) goes on writing its stream.
+_streams_opened: set = set()
+
+# Set by a distributed launcher (torchrun, torch.distributed.launch, SLURM-style wrappers): the
+# stream is the rank's, and a restarted rank appends to it.
+_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")
+
+
+def own_stream(run_dir: str, stream: str) -> str:
+    """The stream a training writes under `trainscope run` (docs/python.md, "Several trainings
+    under one run"): its rank's, unless another training of the run — at the same time (its
+    writer holds the stream) or before it (the stream holds records) — already has it; then
+    ``<stream>-t2``, ``-t3``, ... in order. A rank of a distributed job keeps its rank's stream
+    (a restarted rank resumes it), and so does a process that opened the stream itself."""
+    if any(os.environ.get(v) for v in _RANK_VARIABLES):
+        return stream
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return stream
+    except Exception:  # noqa: BLE001 - a half-initialised group: decide by the files
+        pass
+    real = os.path.realpath(run_dir)
+    name, k = stream, 1
+    while True:
+        if (real, name) in _streams_opened or not _stream_taken(os.path.join(run_dir, name)):
+            _streams_opened.add((real, name))
+            return name
+        k += 1
+        name = f"{stream}-t{k}"
+
+
+def _stream_taken(path: str) -> bool:
+    try:
+        return any(True for _ in os.scandir(path))
+    except OSError:  # none yet (or unreadable: the writer will say why)
+        return False
+
+
 def _worker_rank() -> int:
     """The global rank: torch.distributed's once its process group exists (mp.spawn jobs set
     no RANK variable), else $RANK or $LOCAL_RANK, else 0."""

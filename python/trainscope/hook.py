@@ -50,7 +50,8 @@ from ._failures import FailureLog
 from ._loader import _TimedLoader
 from ._modes import Mode, TrainingStopped
 from ._profiler import ProfilerConfig
-from ._run import RunLifecycle, _register_atexit, _require_torch, _set_eval_frame, _worker_rank
+from ._run import (RunLifecycle, _register_atexit, _require_torch, _set_eval_frame, _worker_rank,
+                   own_stream)
 from ._saving import Saving
 from ._schedule import SaveSchedule
 from ._schema import worker_stream
@@ -235,6 +236,8 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
                                    time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
         self.out_dir = str(out_dir)
         self.worker = worker or worker_stream(_worker_rank())
+        if env_dir and not worker:  # one of several trainings under one `trainscope run`?
+            self.worker = own_stream(self.out_dir, self.worker)
 
         self.collections = as_collections(collections, self.save_interval)  # or ConfigError
         self._rules_spec = rules
