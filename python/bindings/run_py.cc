@@ -1,6 +1,7 @@
 // Run directory bindings: manifest, stop requests.
 #include "py_common.h"
 #include "trainscope/report.h"
+#include "trainscope/profile_request.h"
 #include "trainscope/run.h"
 
 namespace trainscope::pyb {
@@ -79,6 +80,40 @@ void InitRun(py::module_& m) {
         if (!s.ok()) ThrowStatus(s);
       },
       py::arg("run_dir"), py::arg("reason"), py::arg("requested_by") = "python");
+  m.def(
+      "request_profile",
+      [](const std::string& run_dir, int64_t steps, std::vector<std::string> workers,
+         const std::string& reason, const std::string& by) {
+        ProfileRequest r;
+        r.steps = steps;
+        r.workers = std::move(workers);
+        r.reason = reason;
+        r.requested_by = by;
+        Status s = RequestProfile(run_dir, &r);
+        if (!s.ok()) ThrowStatus(s);
+        return r.id;
+      },
+      py::arg("run_dir"), py::arg("steps"), py::arg("workers") = std::vector<std::string>{},
+      py::arg("reason") = "", py::arg("requested_by") = "python",
+      "Writes RUN/control/profile.json (trainscope/profile_request.h); returns its id.");
+  m.def(
+      "profile_request",
+      [](const std::string& run_dir) -> py::object {
+        auto r = ReadProfileRequest(run_dir);
+        if (r.status().code() == Status::Code::kNotFound) return py::none();
+        if (!r.ok()) return py::str(r.status().message());
+        py::dict d;
+        d["id"] = r->id;
+        d["steps"] = r->steps;
+        d["workers"] = r->workers;
+        d["reason"] = r->reason;
+        d["requested_by"] = r->requested_by;
+        d["requested_at_us"] = r->requested_at_us;
+        return d;
+      },
+      py::arg("run_dir"),
+      "The latest profile request as a dict; None when there is none; a str saying why when "
+      "it is malformed.");
   m.def(
       "stop_requested", [](const std::string& run_dir) { return StopRequested(run_dir); },
       py::arg("run_dir"), "One stat() call: is there a stop request in RUN/control/?");

@@ -20,7 +20,7 @@ from . import _core
 from ._errors import ConfigError
 from ._grad_norm import _GradNormRecorder
 from ._modes import TrainingStopped
-from ._schema import EVENT, worker_stream
+from ._schema import EVENT, FILE, worker_stream
 from ._step_clock import _now_us
 
 if TYPE_CHECKING:
@@ -182,6 +182,7 @@ class RunLifecycle:
                                        "host": socket.gethostname(), "framework": framework}),
             system_monitor_interval_ms=sampler_ms, root_pid=os.getpid(), writer_options=opts)
         self._writer = self._runtime.writer
+        self._opened_us = _now_us()
         self._writer.staging = True  # handed over in bursts: see _commit()
         # Crash journal: step records and losses survive a SIGKILL from the moment they are
         # recorded (docs/format.md §9); without it a crash loses what was not flushed yet.
@@ -264,6 +265,7 @@ class RunLifecycle:
     def _poll_stop(self) -> None:
         if self._stop_reason is not None:
             return
+        self._poll_profile_request()
         try:
             # Through the runtime: a rule's stop_training (its flag, seen first), else
             # control/stop.json (a malformed request is said once per distinct problem: a
@@ -322,6 +324,65 @@ class RunLifecycle:
             raise TrainingStopped(self._stop_reason)
 
     # ============================================================================= profiler
+    _profile_seen = None     # (mtime_ns, size) of the request file last looked at
+    _profile_request = None  # the request whose window is armed or open
+    _profile_pending = None  # a request taken while a window was open: armed when it closes
+    _opened_us = 0           # when the run was opened: older requests are not for this hook
+
+    def _poll_profile_request(self) -> None:
+        """RUN/control/profile.json (`trainscope profile`, a step-time rule that fired:
+        trainscope/profile_request.h): a window of its steps from the next step, taken once
+        per request by each hook it names. One stat() when nothing changed."""
+        try:
+            path = os.path.join(self.out_dir, FILE.CONTROL_DIR, FILE.PROFILE_REQUEST)
+            try:
+                st = os.stat(path)
+            except OSError:
+                return
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            if key == self._profile_seen:
+                return
+            self._profile_seen = key
+            req = _core.profile_request(self.out_dir)
+            if req is None:
+                return
+            if isinstance(req, str):
+                self._warn_once("profile request: " + req,
+                                f"trainscope: ignoring the profile request: {req}")
+                return
+            if req["requested_at_us"] < self._opened_us or \
+                    (req["workers"] and self.worker not in req["workers"]):
+                return
+            taken = (self._profile_request, self._profile_pending)
+            if any(t is not None and t["id"] == req["id"] for t in taken):
+                return
+            if self._profiling is not None:
+                self._profile_pending = req
+            else:
+                self._arm_profile(req)
+        except Exception as e:
+            self._fail("profile request", e)
+
+    def _arm_profile(self, req: dict) -> None:
+        """A window of req["steps"] steps opens when the next step begins (the step clock's
+        profile_start_step), with the profilers of the hook's ProfilerConfig if it has one."""
+        from ._profiler import ProfilerConfig
+        base = self.profiler
+        # the next step: from another thread (the committer) the training thread may be
+        # beginning it now, so one more
+        start = self.step_count + (1 if threading.get_ident() == self._owner_thread else 2)
+        self.profiler = ProfilerConfig(
+            start_step=start, num_steps=int(req["steps"]),
+            torch_profiler=base.torch_profiler if base is not None else True,
+            python_profiler=base.python_profiler if base is not None else True,
+            record_shapes=base.record_shapes if base is not None else False,
+            top_functions=base.top_functions if base is not None else 50)
+        self._profile_request = req
+        self._clock.profile_start_step = start
+        log.info("trainscope: profiling steps %d-%d of %s (%s)", start,
+                 start + int(req["steps"]) - 1, self.worker, req["reason"] or
+                 req["requested_by"])
+
     def _start_profiler(self) -> None:
         try:
             from ._profiler import ProfilerWindow
@@ -337,11 +398,21 @@ class RunLifecycle:
             return
         try:
             info = p.stop(self.step_count)
+            req, self._profile_request = self._profile_request, None
+            if req is not None:  # a window asked for (trainscope profile, a rule)
+                info = dict(info, request_id=req["id"], requested_by=req["requested_by"],
+                            reason=req["reason"])
             if self._writer is not None:
                 self._flush_pending()  # keep records in step order
                 self._writer.add_event(EVENT.PROFILER_WINDOW, json.dumps(info))
         except Exception as e:
             self._fail("profiler", e)
+        pending, self._profile_pending = self._profile_pending, None
+        if pending is not None:
+            try:
+                self._arm_profile(pending)
+            except Exception as e:
+                self._fail("profile request", e)
 
     # =============================================================================== errors
     def _fail(self, where: str, exc: BaseException) -> None:

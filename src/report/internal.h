@@ -1,6 +1,8 @@
 // Internal helpers shared by the report layer's files (not installed).
 #pragma once
 
+#include <optional>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -109,5 +111,21 @@ inline constexpr size_t kRankLines = 8;
 nlohmann::json RankCurve(const std::string& id, const std::string& title, const std::string& unit,
                          const std::vector<RankLine>& lines, const std::string& slowest,
                          size_t max_points);
+
+// Two ranks' profiler windows side by side (profile_compare.cc): the slower window's worker
+// (the culprit: larger step time in its window) against worker-0, else the fastest other;
+// per operator the self time per step in each, the largest differences first (up to 8).
+struct ProfileDiffRow {
+  std::string name;
+  double culprit_us = 0;    // self time per step
+  double reference_us = 0;  // 0 when the reference's top list does not have it
+};
+struct ProfileComparison {
+  std::string culprit, reference;
+  double culprit_step_us = 0, reference_step_us = 0;
+  std::vector<ProfileDiffRow> rows;
+};
+// nullopt unless two windows of different workers have operators and step counts.
+std::optional<ProfileComparison> CompareProfiles(const std::vector<ProfileWindow>& windows);
 
 }  // namespace trainscope::report_internal

@@ -165,6 +165,19 @@ json AnalysisJson(const RunAnalysis& a) {
                     {"top_functions", Entries(p.functions, window_us, true)}});
   }
   j["profile"] = prof;
+  if (auto cmp = CompareProfiles(a.profiles)) {
+    json rows = json::array();
+    for (const auto& r : cmp->rows) {
+      rows.push_back({{"name", r.name},
+                      {"culprit_us_per_step", Rounded(r.culprit_us)},
+                      {"reference_us_per_step", Rounded(r.reference_us)}});
+    }
+    j["profile_comparison"] = {{"culprit", cmp->culprit},
+                               {"reference", cmp->reference},
+                               {"culprit_step_us", Rounded(cmp->culprit_step_us)},
+                               {"reference_step_us", Rounded(cmp->reference_step_us)},
+                               {"operators", rows}};
+  }
   json health = json::object();
   for (const auto& [coll, h] : a.health)
     health[coll] = {{"nonfinite", h.first}, {"zeros", h.second}};

@@ -86,6 +86,15 @@ std::string TerminalSummary(const RunAnalysis& a, bool color) {
         << (c.where.empty() ? std::string("(unknown)") : c.where) << "\n";
     }
   }
+  if (auto cmp = CompareProfiles(a.profiles)) {
+    o << "  profiles  " << cmp->culprit << " " << Fixed(cmp->culprit_step_us / 1000, 1)
+      << " ms/step vs " << cmp->reference << " " << Fixed(cmp->reference_step_us / 1000, 1)
+      << " ms/step in their profiler windows; self time per step, largest differences:\n";
+    for (const auto& r : cmp->rows) {
+      o << "    " << r.name << "  " << Fixed(r.culprit_us / 1000, 2) << " ms vs "
+        << Fixed(r.reference_us / 1000, 2) << " ms\n";
+    }
+  }
   const Measurements& m = a.m;
   if (m.gpu_count > 0) {
     o << "  GPU       " << m.gpu_count << " GPU" << (m.gpu_count > 1 ? "s" : "")

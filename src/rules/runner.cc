@@ -1,10 +1,74 @@
 // RuleRunner: one thread that tails a RecordSource, evaluates rules and emits events.
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "trainscope/profile_request.h"
 #include "trainscope/rules.h"
 #include "trainscope/run.h"
+#include "trainscope/schema.h"
+#include "util/env.h"
 #include "util/fork_guard.h"
 #include "util/logging.h"
 
 namespace trainscope {
+namespace {
+
+// The rules whose firing says "these steps are slow": a profile of them says why.
+bool IsStepTimeRule(const std::string& type) {
+  return type == "step_outlier" || type == "straggler" || type == "low_gpu_utilization" ||
+         type == "dataloader";
+}
+
+// $TRAINSCOPE_PROFILE_ON_FIRE: the window's steps (default 5; 0: no window).
+int64_t ProfileStepsOnFire() {
+  const char* env = std::getenv("TRAINSCOPE_PROFILE_ON_FIRE");
+  if (env == nullptr || *env == '\0') return 5;
+  char* end = nullptr;
+  long long v = std::strtoll(env, &end, 10);
+  if (end == env || *end != '\0' || v < 0) return 5;
+  return std::min<long long>(v, kMaxProfileSteps);
+}
+
+// The sink, and a profiler window asked for the first time each step-time rule instance finds
+// issues: on the worker its event names and a reference (worker-0, or worker-1 when the
+// culprit is worker-0 and the run has one). Runs on the rules thread; a failure is logged.
+RuleEventSink ProfilingSink(const RuleRunnerOptions& o) {
+  const int64_t steps = ProfileStepsOnFire();
+  std::set<std::string> step_rules;
+  for (const RuleConfig& r : o.rules) {
+    if (IsStepTimeRule(r.type)) step_rules.insert(r.id.empty() ? r.type : r.id);
+  }
+  if (steps == 0 || step_rules.empty()) return o.sink;
+  struct State {
+    std::mutex mu;
+    std::set<std::string> asked;  // rule instances that asked already
+  };
+  auto state = std::make_shared<State>();
+  return [sink = o.sink, steps, step_rules, state, dir = o.run_dir,
+          by = o.requested_by](const RuleEventRecord& e) {
+    sink(e);
+    if (e.status != RuleStatus::kIssuesFound || !step_rules.count(e.rule)) return;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (!state->asked.insert(e.rule).second) return;
+    }
+    ProfileRequest req;
+    req.steps = steps;
+    req.requested_by = by;
+    req.reason = "rule " + e.rule + ": " + e.message;
+    if (schema::IsWorkerStream(e.worker)) {
+      req.workers.push_back(e.worker);
+      std::string reference = schema::WorkerStream(e.worker == schema::WorkerStream(0) ? 1 : 0);
+      if (Env::Default()->IsDirectory(JoinPath(dir, reference))) req.workers.push_back(reference);
+    }
+    Status st = RequestProfile(dir, &req);
+    if (!st.ok()) Log(LogLevel::kWarning, "profile request after " + e.rule + ": " + st.ToString());
+  };
+}
+
+}  // namespace
 
 Result<std::unique_ptr<RuleRunner>> RuleRunner::Start(RuleRunnerOptions options) {
   if (!options.sink) return Status::InvalidArgument("RuleRunner needs a sink");
@@ -28,7 +92,7 @@ Result<std::unique_ptr<RuleRunner>> RuleRunner::Start(RuleRunnerOptions options)
   }
   r->actions_ = std::make_unique<ActionDispatcher>(std::move(ao));
   RuleEngineOptions eo;
-  eo.sink = options.sink;
+  eo.sink = ProfilingSink(options);
   eo.actions = r->actions_.get();
   eo.clock = options.clock;
   eo.streams = options.streams;

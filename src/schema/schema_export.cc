@@ -2,6 +2,7 @@
 // WebScript() (window.TrainscopeSchema in the report and the dashboard).
 #include <nlohmann/json.hpp>
 
+#include "trainscope/profile_request.h"
 #include "trainscope/schema.h"
 
 namespace trainscope::schema {
@@ -88,6 +89,7 @@ std::string SchemaJson() {
                 {"control_dir", kControlDir},
                 {"stop_request", kStopRequestFile},
                 {"stacks_request", kStacksRequestFile},
+                {"profile_request", kProfileRequestFile},
                 {"profile_dir", kProfileDir},
                 {"report_dir", kReportDir},
                 {"report_html", kReportHtmlFile},

@@ -22,6 +22,7 @@
 #include "flight_recorder.h"
 #include "instrument.h"
 #include "run_status_line.h"
+#include "trainscope/profile_request.h"
 #include "trainscope/reader.h"
 #include "trainscope/report.h"
 #include "trainscope/rules.h"
@@ -44,7 +45,7 @@ constexpr char kUsage[] =
     "         [--actions stop_training,log] [--config FILE]\n"
     "         [--metrics-port N] [--metrics-host H]\n"
     "         [--term-after-s S] [--kill-after-s S] [--quiet]\n"
-    "         [--no-instrument] [--model-regex RX]\n\n"
+    "         [--no-instrument] [--model-regex RX] [--profile-on-fire N]\n\n"
     "Starts COMMAND (a Python or C++ training) as a child and records into RUN: system and GPU\n"
     "samples of the child's process tree every N ms (default 500, 100..60000), and whatever the\n"
     "trainscope hook inside the child writes (it finds RUN through TRAINSCOPE_RUN_DIR).\n"
@@ -64,6 +65,9 @@ constexpr char kUsage[] =
     "the next step with exit status 76. A script that creates its own Hook keeps it.\n"
     "--model-regex RX (or \"instrument\": {\"model_regex\": RX} in --config) picks the model\n"
     "whose class or variable name matches RX when there are several (GAN, teacher/student).\n"
+    "--profile-on-fire N: when a step-time rule (step_outlier, straggler, low_gpu_utilization,\n"
+    "dataloader) first fires, the worker it names and a reference worker record a profiler\n"
+    "window of N steps (default 5, 0 never; `trainscope profile RUN` asks for one any time).\n"
     "Default RUN: runs/<command>-<yyyymmdd-hhmmss>. --term-after-s and --kill-after-s are\n"
     "seconds > 0 (at most 86400); --metrics-port 0..65535 (0: a free port).\n"
     "Exit status: the child's (76 when trainscope stopped it at a step), 2 on a usage error,\n"
@@ -130,6 +134,9 @@ int Run(Context& ctx) {
   bool metrics_given = false;
   const int64_t metrics_port = args.TakeInt("--metrics-port", 0, 0, 65535, &metrics_given);
   std::string metrics_host = args.Take("--metrics-host", "127.0.0.1");
+  bool profile_given = false;
+  const int64_t profile_on_fire =
+      args.TakeInt("--profile-on-fire", 5, 0, kMaxProfileSteps, &profile_given);
   const char* token_env = std::getenv("TRAINSCOPE_TOKEN");
   std::string token = token_env ? token_env : "";
   std::vector<std::string> pos;
@@ -217,6 +224,10 @@ int Run(Context& ctx) {
   // --quiet: the hooks in the training say only errors (python/trainscope/_log.py)
   if (quiet && std::getenv("TRAINSCOPE_LOG_LEVEL") == nullptr)
     child_env["TRAINSCOPE_LOG_LEVEL"] = "error";
+  if (profile_given) {  // the launcher's rules (below) and the hooks' in the child
+    ::setenv("TRAINSCOPE_PROFILE_ON_FIRE", std::to_string(profile_on_fire).c_str(), 1);
+    child_env["TRAINSCOPE_PROFILE_ON_FIRE"] = std::to_string(profile_on_fire);
+  }
   AddFlightRecorderEnv(out, &child_env);  // torch's flight recorder, where NCCL can be used
   Instrumentation instrumentation;
   std::string instrument_error;  // why zero-code capture could not be set up

@@ -5,11 +5,8 @@
 #include <ostream>
 
 #include "command.h"
-#include "trainscope/reader.h"
-#include "trainscope/report.h"
+#include "run_lookup.h"
 #include "trainscope/run.h"
-#include "trainscope/schema.h"
-#include "util/env.h"
 
 namespace trainscope::cli {
 namespace {
@@ -25,20 +22,6 @@ Exit status (docs/cli.md): 0 asked, 6 the run has no running job (every writer h
 3 no such run, 1 the request could not be written, 2 usage error.)";
 
 constexpr size_t kMaxReason = 500;  // as the dashboard's stop endpoint
-
-// The run directory for RUN: the directory itself, else the path of a history entry.
-Result<std::string> RunDirectory(const std::string& key) {
-  TS_RETURN_IF_ERROR(CheckRunLocation(key));  // s3://...: not supported, said as such
-  Env* env = Env::Default();
-  if (env->IsDirectory(key)) return key;
-  auto db = HistoryDb::Open(DefaultHistoryPath());
-  if (db.ok()) {
-    auto e = (*db)->Find(key);
-    if (e.ok() && !e->path.empty() && env->IsDirectory(e->path)) return e->path;
-  }
-  return Status::NotFound("no run directory '" + key + "' (nor a run of that id or name " +
-                          "in the history with its directory still there)");
-}
 
 int Stop(Context& ctx) {
   Args args(ctx.args);
@@ -58,15 +41,9 @@ int Stop(Context& ctx) {
   }
   auto dir = RunDirectory(pos[0]);
   if (!dir.ok()) return StatusError(ctx, "", dir.status());
-  ReadOptions ro;
-  ro.streams_only = true;  // the locks say who is running; no segment is read
-  auto reader = RunReader::Open(*dir, ro);
-  if (!reader.ok()) return StatusError(ctx, "cannot read " + *dir + ": ", reader.status());
-  std::vector<std::string> live;
-  for (const auto& s : (*reader)->Streams()) {
-    if (s.rfind(schema::kWatchStreamPrefix, 0) == 0) continue;  // a watcher is not the job
-    if ((*reader)->StreamLive(s)) live.push_back(s);
-  }
+  auto running = RunningStreams(*dir);
+  if (!running.ok()) return StatusError(ctx, "cannot read " + *dir + ": ", running.status());
+  const std::vector<std::string>& live = *running;
   if (live.empty()) {
     return Error(ctx,
                  "no running job in " + *dir +
