@@ -9,6 +9,7 @@ PYBIND11_MODULE(_core, m) {
   pyb::InitRun(m);
   pyb::InitWriter(m);
   pyb::InitReader(m);
+  pyb::InitColumns(m);
   pyb::InitStepClock(m);
   pyb::InitSchedule(m);
   pyb::InitCheckpoint(m);

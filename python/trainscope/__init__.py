@@ -22,6 +22,9 @@ from .hook import Hook, ProfilerConfig
 from .checkpoint import PREEMPTED_EXIT_CODE, Checkpointer, Rollback
 from .reader import Run, Tensor, open_run
 from .rules import Rule, rule_names, watch
+from .parquet_export import export_parquet
+from ._tables import SCHEMA_VERSION as TABLE_SCHEMA_VERSION
+from ._tables import TABLES
 
 __version__ = _core.__version__
 _log.configure()
@@ -31,7 +34,8 @@ __all__ = [
     "Tensor",
     "NotFoundError", "TrainingStopped", "open_run", "watch", "rule_names", "compute_stats",
     "request_stop", "BUILTIN_COLLECTIONS", "DEFAULT_COLLECTIONS",
-    "Checkpointer", "Rollback", "PREEMPTED_EXIT_CODE",
+    "Checkpointer", "Rollback", "PREEMPTED_EXIT_CODE", "export_parquet", "TABLES",
+    "TABLE_SCHEMA_VERSION",
 ]
 
 
