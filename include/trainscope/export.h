@@ -70,21 +70,6 @@ class Exporter {
   virtual Result<std::vector<std::string>> Export(const std::string& run_dir,
                                                   const std::string& out,
                                                   const ExportOptions& options) const = 0;
-  // A format whose OUT gathers many runs (Parquet's partitioned folder) takes
-  // `trainscope export FORMAT RUN... OUT` and exports them in one ExportRuns call.
-  virtual bool many_runs() const { return false; }
-  // Every run into OUT; the default exports them one after another with Export().
-  virtual Result<std::vector<std::string>> ExportRuns(const std::vector<std::string>& run_dirs,
-                                                      const std::string& out,
-                                                      const ExportOptions& options) const {
-    std::vector<std::string> all;
-    for (const std::string& run : run_dirs) {
-      auto files = Export(run, out, options);
-      if (!files.ok()) return files.status();
-      all.insert(all.end(), files->begin(), files->end());
-    }
-    return all;
-  }
 };
 
 // The built-in formats, in the order `trainscope export` lists them.

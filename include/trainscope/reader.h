@@ -190,16 +190,6 @@ class RunReader {
   const std::vector<SystemSampleRecord>& SystemSamples(const std::string& stream) const;
   std::vector<RuleEventRecord> RuleEvents() const;  // all streams, by wall time
   std::vector<EventRecord> Events() const;          // all streams, by wall time
-  // One stream's records for column-wise readers (the Parquet export, python/bindings'
-  // *_columns): scalars and summaries one per (name, step, mode), the latest recorded, as
-  // Scalar() and Summary() answer them (a resumed run may record a step again), ordered by
-  // name, then step, then mode; rule events and events in the stream's file order. Pointers
-  // and references stay valid until the next Refresh(); empty for an unknown stream (and,
-  // per ReadOptions, for what is not kept).
-  std::vector<const ScalarRecord*> LatestScalars(const std::string& stream) const;
-  std::vector<const SummaryRecord*> LatestSummaries(const std::string& stream) const;
-  const std::vector<RuleEventRecord>& RuleEventsOf(const std::string& stream) const;
-  const std::vector<EventRecord>& EventsOf(const std::string& stream) const;
   std::optional<WriterStatsRecord> LastWriterStats(const std::string& stream) const;
   StreamCounts Counts(const std::string& stream) const;
   // Bytes on disk per collection (tensor-name prefix; "steps", "system", "events" for others).

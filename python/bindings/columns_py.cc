@@ -1,260 +1,372 @@
-// Column-wise reads of one stream: RunReader.step_columns(stream), scalar_columns,
-// summary_columns, system_columns. Each returns a dict of equal-length numpy arrays (one per
-// field) built in one pass over the reader's records, so a table of millions of rows costs no
-// Python object per row (python/trainscope/_tables.py turns them into Arrow tables; the Parquet
-// export writes those). Names are dictionary-coded: "names" lists each distinct name once and
-// "name_index" (int32) points into it, per row. Modes are their on-disk codes (uint8,
-// types.h), durations -1 when not measured, as the records hold them.
+// _core.read_columns(run_dir, tables, stream): a run read column by column, for Arrow tables
+// and the Parquet export (python/trainscope/_tables.py). One pass of a RunReader that keeps no
+// records: a RecordVisitor appends each record's fields to per-stream column vectors as it is
+// decoded (the GIL released), and the columns come back as numpy arrays, so millions of rows
+// cost no Python object per row and no second copy of the records. Names are dictionary-coded:
+// "names" lists each distinct name once and "name_index" (int32) points into it, per row. Modes
+// are their on-disk codes (uint8, types.h); durations -1 when not measured, as recorded.
+// Scalars and summaries are one per (name, step, mode) per stream, the latest recorded (what
+// RunReader::Scalar() and Summary() answer), ordered by name, step, mode; steps, system
+// samples, rule events and events as recorded, in file order.
+#include <algorithm>
+#include <numeric>
+#include <map>
+#include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "py_common.h"
-#include "reader_py.h"
+#include "trainscope/reader.h"
 
 namespace trainscope::pyb {
+py::dict ManifestDict(const RunManifest& m);
+
 namespace {
 
 template <typename T>
-T* Column(py::dict& d, const char* key, size_t n) {
-  py::array_t<T> a(static_cast<py::ssize_t>(n));
-  d[key] = a;
-  return a.mutable_data();
+py::array_t<T> ToArray(const std::vector<T>& v) {
+  return py::array_t<T>(static_cast<py::ssize_t>(v.size()), v.data());
 }
 
 // Dictionary coding of names in the order first seen.
 class NameCodes {
  public:
   int32_t Code(const std::string& name) {
+    if (!names_.empty() && names_[last_] == name) return last_;  // runs of one name
     auto [it, fresh] = codes_.try_emplace(name, static_cast<int32_t>(names_.size()));
     if (fresh) names_.push_back(name);
-    return it->second;
-  }
-  // For rows sorted by name: one comparison per row instead of a hash.
-  int32_t CodeSorted(const std::string& name) {
-    if (names_.empty() || names_.back() != name) names_.push_back(name);
-    return static_cast<int32_t>(names_.size() - 1);
+    last_ = it->second;
+    return last_;
   }
   const std::vector<std::string>& names() const { return names_; }
+  // rank[code]: the name's position in sorted order.
+  std::vector<int32_t> SortedRanks() const {
+    std::vector<int32_t> order(names_.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [&](int32_t a, int32_t b) { return names_[a] < names_[b]; });
+    std::vector<int32_t> rank(names_.size());
+    for (size_t i = 0; i < order.size(); ++i) rank[order[i]] = static_cast<int32_t>(i);
+    return rank;
+  }
 
  private:
   std::unordered_map<std::string, int32_t> codes_;
   std::vector<std::string> names_;
+  int32_t last_ = 0;
 };
 
-py::dict StepColumns(const RunReader& r, const std::string& stream) {
-  const std::vector<StepRecord>& v = r.StepRecords(stream);
-  const size_t n = v.size();
-  py::dict d;
-  auto* step = Column<int64_t>(d, "step", n);
-  auto* mode = Column<uint8_t>(d, "mode", n);
-  auto* mode_step = Column<int64_t>(d, "mode_step", n);
-  auto* start = Column<int64_t>(d, "start_us", n);
-  auto* end = Column<int64_t>(d, "end_us", n);
-  auto* wait = Column<int64_t>(d, "data_wait_us", n);
-  auto* fwd = Column<int64_t>(d, "forward_us", n);
-  auto* bwd = Column<int64_t>(d, "backward_us", n);
-  auto* opt = Column<int64_t>(d, "optimizer_us", n);
+// Row order by (name, step, mode), keeping only the last recorded row of each key.
+template <typename Key>
+std::vector<size_t> LatestByKey(size_t n, Key key) {
+  std::vector<size_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  std::vector<size_t> out;
+  out.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    const StepRecord& s = v[i];
-    step[i] = s.step;
-    mode[i] = static_cast<uint8_t>(s.mode);
-    mode_step[i] = s.mode_step;
-    start[i] = s.start_us;
-    end[i] = s.end_us;
-    wait[i] = s.data_wait_us;
-    fwd[i] = s.forward_us;
-    bwd[i] = s.backward_us;
-    opt[i] = s.optimizer_us;
+    if (i + 1 < n && key(idx[i]) == key(idx[i + 1])) continue;  // a later record wins
+    out.push_back(idx[i]);
   }
-  return d;
+  return out;
 }
 
-py::dict ScalarColumns(const RunReader& r, const std::string& stream) {
-  const std::vector<const ScalarRecord*> v = r.LatestScalars(stream);
-  const size_t n = v.size();
-  py::dict d;
-  NameCodes names;
-  auto* name = Column<int32_t>(d, "name_index", n);
-  auto* step = Column<int64_t>(d, "step", n);
-  auto* mode = Column<uint8_t>(d, "mode", n);
-  auto* mode_step = Column<int64_t>(d, "mode_step", n);
-  auto* value = Column<double>(d, "value", n);
-  auto* wall = Column<int64_t>(d, "wall_us", n);
-  for (size_t i = 0; i < n; ++i) {
-    const ScalarRecord& s = *v[i];
-    name[i] = names.CodeSorted(s.name);
-    step[i] = s.step;
-    mode[i] = static_cast<uint8_t>(s.mode);
-    mode_step[i] = s.mode_step;
-    value[i] = s.value;
-    wall[i] = s.wall_us;
+struct StepColumns {
+  std::vector<int64_t> step, mode_step, start, end, wait, fwd, bwd, opt;
+  std::vector<uint8_t> mode;
+  void Add(const StepRecord& r) {
+    step.push_back(r.step);
+    mode.push_back(static_cast<uint8_t>(r.mode));
+    mode_step.push_back(r.mode_step);
+    start.push_back(r.start_us);
+    end.push_back(r.end_us);
+    wait.push_back(r.data_wait_us);
+    fwd.push_back(r.forward_us);
+    bwd.push_back(r.backward_us);
+    opt.push_back(r.optimizer_us);
   }
-  d["names"] = names.names();
-  return d;
-}
+  py::dict ToDict() const {
+    py::dict d;
+    d["step"] = ToArray(step);
+    d["mode"] = ToArray(mode);
+    d["mode_step"] = ToArray(mode_step);
+    d["start_us"] = ToArray(start);
+    d["end_us"] = ToArray(end);
+    d["data_wait_us"] = ToArray(wait);
+    d["forward_us"] = ToArray(fwd);
+    d["backward_us"] = ToArray(bwd);
+    d["optimizer_us"] = ToArray(opt);
+    return d;
+  }
+};
 
-py::dict SummaryColumns(const RunReader& r, const std::string& stream) {
-  const std::vector<const SummaryRecord*> v = r.LatestSummaries(stream);
-  const size_t n = v.size();
-  py::dict d;
+struct ScalarColumns {
   NameCodes names;
-  auto* name = Column<int32_t>(d, "name_index", n);
-  auto* step = Column<int64_t>(d, "step", n);
-  auto* mode = Column<uint8_t>(d, "mode", n);
-  auto* mode_step = Column<int64_t>(d, "mode_step", n);
-  auto* dtype = Column<uint8_t>(d, "dtype", n);
-  auto* wall = Column<int64_t>(d, "wall_us", n);
+  std::vector<int32_t> name;
+  std::vector<int64_t> step, mode_step, wall;
+  std::vector<uint8_t> mode;
+  std::vector<double> value;
+  void Add(const ScalarRecord& r) {
+    name.push_back(names.Code(r.name));
+    step.push_back(r.step);
+    mode.push_back(static_cast<uint8_t>(r.mode));
+    mode_step.push_back(r.mode_step);
+    value.push_back(r.value);
+    wall.push_back(r.wall_us);
+  }
+  py::dict ToDict() const {
+    const std::vector<int32_t> rank = names.SortedRanks();
+    const std::vector<size_t> rows = LatestByKey(name.size(), [&](size_t i) {
+      return std::make_tuple(rank[name[i]], step[i], mode[i]);
+    });
+    auto pick = [&](const auto& v) {
+      std::vector<typename std::decay_t<decltype(v)>::value_type> out;
+      out.reserve(rows.size());
+      for (size_t i : rows) out.push_back(v[i]);
+      return ToArray(out);
+    };
+    py::dict d;
+    d["names"] = names.names();
+    d["name_index"] = pick(name);
+    d["step"] = pick(step);
+    d["mode"] = pick(mode);
+    d["mode_step"] = pick(mode_step);
+    d["value"] = pick(value);
+    d["wall_us"] = pick(wall);
+    return d;
+  }
+};
+
+py::dict SummaryDict(const std::vector<SummaryRecord>& all) {
+  const std::vector<size_t> rows = LatestByKey(all.size(), [&](size_t i) {
+    return std::tie(all[i].name, all[i].step, all[i].mode);
+  });
+  const size_t n = rows.size();
+  NameCodes names;
+  std::vector<int32_t> name(n);
+  std::vector<int64_t> step(n), mode_step(n), wall(n);
+  std::vector<uint8_t> mode(n), dtype(n);
   // The reductions, named as TensorStats::ReductionNames() (and Get()) name them.
-  auto* count = Column<int64_t>(d, "count", n);
-  auto* finite = Column<int64_t>(d, "finite", n);
-  auto* nan = Column<int64_t>(d, "nan", n);
-  auto* inf = Column<int64_t>(d, "inf", n);
-  auto* pos_inf = Column<int64_t>(d, "pos_inf", n);
-  auto* neg_inf = Column<int64_t>(d, "neg_inf", n);
-  auto* zeros = Column<int64_t>(d, "zeros", n);
-  auto* negatives = Column<int64_t>(d, "negatives", n);
-  auto* positives = Column<int64_t>(d, "positives", n);
-  auto* min = Column<double>(d, "min", n);
-  auto* max = Column<double>(d, "max", n);
-  auto* mean = Column<double>(d, "mean", n);
-  auto* std = Column<double>(d, "std", n);
-  auto* var = Column<double>(d, "var", n);
-  auto* l1 = Column<double>(d, "l1", n);
-  auto* l2 = Column<double>(d, "l2", n);
-  auto* abs_mean = Column<double>(d, "abs_mean", n);
-  auto* zero_fraction = Column<double>(d, "zero_fraction", n);
-  auto* hist_lo = Column<double>(d, "hist_lo", n);
-  auto* hist_hi = Column<double>(d, "hist_hi", n);
+  std::vector<int64_t> count(n), finite(n), nan(n), inf(n), pos_inf(n), neg_inf(n), zeros(n),
+      negatives(n), positives(n);
+  std::vector<double> min(n), max(n), mean(n), std(n), var(n), l1(n), l2(n), abs_mean(n),
+      zero_fraction(n), hist_lo(n), hist_hi(n);
   // Lists as Arrow lays them out: row i's items are values[offsets[i]:offsets[i + 1]].
-  auto* shape_offsets = Column<int32_t>(d, "shape_offsets", n + 1);
-  auto* hist_offsets = Column<int32_t>(d, "hist_offsets", n + 1);
+  std::vector<int32_t> shape_offsets(n + 1, 0), hist_offsets(n + 1, 0);
   std::vector<int64_t> shape_values;
   std::vector<uint64_t> hist_counts;
-  shape_offsets[0] = hist_offsets[0] = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const SummaryRecord& s = *v[i];
+  for (size_t k = 0; k < n; ++k) {
+    const SummaryRecord& s = all[rows[k]];
     const TensorStats& t = s.stats;
-    name[i] = names.CodeSorted(s.name);
-    step[i] = s.step;
-    mode[i] = static_cast<uint8_t>(s.mode);
-    mode_step[i] = s.mode_step;
-    dtype[i] = static_cast<uint8_t>(s.dtype);
-    wall[i] = s.wall_us;
-    count[i] = static_cast<int64_t>(t.count);
-    finite[i] = static_cast<int64_t>(t.finite());
-    nan[i] = static_cast<int64_t>(t.nan);
-    inf[i] = static_cast<int64_t>(t.pos_inf + t.neg_inf);
-    pos_inf[i] = static_cast<int64_t>(t.pos_inf);
-    neg_inf[i] = static_cast<int64_t>(t.neg_inf);
-    zeros[i] = static_cast<int64_t>(t.zeros);
-    negatives[i] = static_cast<int64_t>(t.negatives);
-    positives[i] = static_cast<int64_t>(t.positives);
-    min[i] = t.min;
-    max[i] = t.max;
-    mean[i] = t.mean;
-    std[i] = t.std();
-    var[i] = t.var;
-    l1[i] = t.l1;
-    l2[i] = t.l2;
-    abs_mean[i] = t.abs_mean;
-    zero_fraction[i] = *t.Get("zero_fraction");
-    hist_lo[i] = t.histogram.lo;
-    hist_hi[i] = t.histogram.hi;
+    name[k] = names.Code(s.name);
+    step[k] = s.step;
+    mode[k] = static_cast<uint8_t>(s.mode);
+    mode_step[k] = s.mode_step;
+    dtype[k] = static_cast<uint8_t>(s.dtype);
+    wall[k] = s.wall_us;
+    count[k] = static_cast<int64_t>(t.count);
+    finite[k] = static_cast<int64_t>(t.finite());
+    nan[k] = static_cast<int64_t>(t.nan);
+    inf[k] = static_cast<int64_t>(t.pos_inf + t.neg_inf);
+    pos_inf[k] = static_cast<int64_t>(t.pos_inf);
+    neg_inf[k] = static_cast<int64_t>(t.neg_inf);
+    zeros[k] = static_cast<int64_t>(t.zeros);
+    negatives[k] = static_cast<int64_t>(t.negatives);
+    positives[k] = static_cast<int64_t>(t.positives);
+    min[k] = t.min;
+    max[k] = t.max;
+    mean[k] = t.mean;
+    std[k] = t.std();
+    var[k] = t.var;
+    l1[k] = t.l1;
+    l2[k] = t.l2;
+    abs_mean[k] = t.abs_mean;
+    zero_fraction[k] = *t.Get("zero_fraction");
+    hist_lo[k] = t.histogram.lo;
+    hist_hi[k] = t.histogram.hi;
     shape_values.insert(shape_values.end(), s.shape.begin(), s.shape.end());
     hist_counts.insert(hist_counts.end(), t.histogram.counts.begin(), t.histogram.counts.end());
-    shape_offsets[i + 1] = static_cast<int32_t>(shape_values.size());
-    hist_offsets[i + 1] = static_cast<int32_t>(hist_counts.size());
+    shape_offsets[k + 1] = static_cast<int32_t>(shape_values.size());
+    hist_offsets[k + 1] = static_cast<int32_t>(hist_counts.size());
   }
-  d["shape_values"] = py::array_t<int64_t>(static_cast<py::ssize_t>(shape_values.size()),
-                                           shape_values.data());
-  d["hist_counts"] = py::array_t<uint64_t>(static_cast<py::ssize_t>(hist_counts.size()),
-                                           hist_counts.data());
+  py::dict d;
   d["names"] = names.names();
+  d["name_index"] = ToArray(name);
+  d["step"] = ToArray(step);
+  d["mode"] = ToArray(mode);
+  d["mode_step"] = ToArray(mode_step);
+  d["dtype"] = ToArray(dtype);
+  d["wall_us"] = ToArray(wall);
+  d["count"] = ToArray(count);
+  d["finite"] = ToArray(finite);
+  d["nan"] = ToArray(nan);
+  d["inf"] = ToArray(inf);
+  d["pos_inf"] = ToArray(pos_inf);
+  d["neg_inf"] = ToArray(neg_inf);
+  d["zeros"] = ToArray(zeros);
+  d["negatives"] = ToArray(negatives);
+  d["positives"] = ToArray(positives);
+  d["min"] = ToArray(min);
+  d["max"] = ToArray(max);
+  d["mean"] = ToArray(mean);
+  d["std"] = ToArray(std);
+  d["var"] = ToArray(var);
+  d["l1"] = ToArray(l1);
+  d["l2"] = ToArray(l2);
+  d["abs_mean"] = ToArray(abs_mean);
+  d["zero_fraction"] = ToArray(zero_fraction);
+  d["hist_lo"] = ToArray(hist_lo);
+  d["hist_hi"] = ToArray(hist_hi);
+  d["shape_offsets"] = ToArray(shape_offsets);
+  d["shape_values"] = ToArray(shape_values);
+  d["hist_offsets"] = ToArray(hist_offsets);
+  d["hist_counts"] = ToArray(hist_counts);
   return d;
 }
 
 // Long format: one row per (sample, metric).
-py::dict SystemColumns(const RunReader& r, const std::string& stream) {
-  const std::vector<SystemSampleRecord>& v = r.SystemSamples(stream);
-  size_t n = 0;
-  for (const auto& s : v) n += s.metrics.size();
-  py::dict d;
+struct SystemColumns {
   NameCodes names;
-  auto* wall = Column<int64_t>(d, "wall_us", n);
-  auto* metric = Column<int32_t>(d, "name_index", n);
-  auto* value = Column<double>(d, "value", n);
-  size_t i = 0;
-  for (const auto& s : v) {
-    for (const auto& [name, val] : s.metrics) {
-      wall[i] = s.wall_us;
-      metric[i] = names.Code(name);
-      value[i] = val;
-      ++i;
+  std::vector<int64_t> wall;
+  std::vector<int32_t> metric;
+  std::vector<double> value;
+  void Add(const SystemSampleRecord& r) {
+    for (const auto& [n, v] : r.metrics) {
+      wall.push_back(r.wall_us);
+      metric.push_back(names.Code(n));
+      value.push_back(v);
     }
   }
-  d["names"] = names.names();
+  py::dict ToDict() const {
+    py::dict d;
+    d["names"] = names.names();
+    d["wall_us"] = ToArray(wall);
+    d["name_index"] = ToArray(metric);
+    d["value"] = ToArray(value);
+    return d;
+  }
+};
+
+struct StreamColumns {
+  StepColumns steps;
+  ScalarColumns scalars;
+  std::vector<SummaryRecord> summaries;
+  SystemColumns system;
+  std::vector<RuleEventRecord> rule_events;
+  std::vector<EventRecord> events;
+};
+
+// Collects the tables asked for (of one stream, or of all when `stream` is empty).
+class Collector : public RecordVisitor {
+ public:
+  Collector(std::set<std::string> tables, std::string stream)
+      : tables_(std::move(tables)), stream_(std::move(stream)) {}
+
+  void OnStep(const std::string& s, const StepRecord& r) override {
+    if (auto* c = Want(s, "steps")) c->steps.Add(r);
+  }
+  void OnScalar(const std::string& s, const ScalarRecord& r) override {
+    if (auto* c = Want(s, "scalars")) c->scalars.Add(r);
+  }
+  void OnSummary(const std::string& s, const SummaryRecord& r) override {
+    if (auto* c = Want(s, "summaries")) c->summaries.push_back(r);
+  }
+  void OnSystemSample(const std::string& s, const SystemSampleRecord& r) override {
+    if (auto* c = Want(s, "system")) c->system.Add(r);
+  }
+  void OnRuleEvent(const std::string& s, const RuleEventRecord& r) override {
+    if (auto* c = Want(s, "rule_events")) c->rule_events.push_back(r);
+  }
+  void OnEvent(const std::string& s, const EventRecord& r) override {
+    if (auto* c = Want(s, "events")) c->events.push_back(r);
+  }
+
+  // {stream: {table: columns}} for every stream of `streams` (empty tables included).
+  py::dict ToDict(const std::vector<std::string>& streams) {
+    py::dict out;
+    for (const std::string& s : streams) {
+      if (!stream_.empty() && s != stream_) continue;
+      StreamColumns& c = streams_[s];
+      py::dict d;
+      if (tables_.count("steps")) d["steps"] = c.steps.ToDict();
+      if (tables_.count("scalars")) d["scalars"] = c.scalars.ToDict();
+      if (tables_.count("summaries")) d["summaries"] = SummaryDict(c.summaries);
+      if (tables_.count("system")) d["system"] = c.system.ToDict();
+      if (tables_.count("rule_events")) {
+        py::list l;
+        for (const auto& e : c.rule_events) l.append(RuleEventToDict(e));
+        d["rule_events"] = l;
+      }
+      if (tables_.count("events")) {
+        py::list l;
+        for (const auto& e : c.events) l.append(EventToDict(e));
+        d["events"] = l;
+      }
+      out[py::str(s)] = d;
+    }
+    return out;
+  }
+
+ private:
+  StreamColumns* Want(const std::string& stream, const char* table) {
+    if (!tables_.count(table) || (!stream_.empty() && stream != stream_)) return nullptr;
+    return &streams_[stream];
+  }
+
+  std::set<std::string> tables_;
+  std::string stream_;
+  std::map<std::string, StreamColumns> streams_;
+};
+
+py::dict CountsDict(const StreamCounts& c) {
+  py::dict d;
+  d["steps"] = c.steps;
+  d["scalars"] = c.scalars;
+  d["summaries"] = c.summaries;
+  d["system_samples"] = c.system_samples;
+  d["last_step"] = c.last_step;
+  d["last_wall_us"] = c.last_wall_us;
   return d;
 }
 
 }  // namespace
 
 void InitColumns(py::module_& m) {
-  auto cls = py::reinterpret_borrow<py::class_<PyReader>>(m.attr("RunReader"));
-  cls.def(
-         "step_columns",
-         [](PyReader& r, const std::string& stream) { return StepColumns(*r.reader, stream); },
-         py::arg("stream"), "Every step record of the stream (as recorded), as columns.")
-      .def(
-          "scalar_columns",
-          [](PyReader& r, const std::string& stream) { return ScalarColumns(*r.reader, stream); },
-          py::arg("stream"),
-          "The stream's scalars, one per (name, step, mode) (the latest), by name and step.")
-      .def(
-          "summary_columns",
-          [](PyReader& r, const std::string& stream) { return SummaryColumns(*r.reader, stream); },
-          py::arg("stream"),
-          "The stream's tensor summaries, one per (name, step, mode) (the latest), by name and "
-          "step: every reduction, the shape and the histogram as list columns.")
-      .def(
-          "system_columns",
-          [](PyReader& r, const std::string& stream) { return SystemColumns(*r.reader, stream); },
-          py::arg("stream"), "The stream's system samples, one row per (sample, metric).")
-      .def(
-          "stream_rule_events",
-          [](PyReader& r, const std::string& stream) {
-            py::list out;
-            for (const auto& e : r.reader->RuleEventsOf(stream)) out.append(RuleEventToDict(e));
-            return out;
-          },
-          py::arg("stream"), "The rule events stored in this stream, in file order.")
-      .def(
-          "stream_events",
-          [](PyReader& r, const std::string& stream) {
-            py::list out;
-            for (const auto& e : r.reader->EventsOf(stream)) out.append(EventToDict(e));
-            return out;
-          },
-          py::arg("stream"), "The events stored in this stream, in file order.")
-      .def(
-          "stream_counts",
-          [](PyReader& r, const std::string& stream) {
-            StreamCounts c = r.reader->Counts(stream);
-            py::dict d;
-            d["steps"] = c.steps;
-            d["scalars"] = c.scalars;
-            d["summaries"] = c.summaries;
-            d["system_samples"] = c.system_samples;
-            d["last_step"] = c.last_step;
-            d["last_wall_us"] = c.last_wall_us;
-            return d;
-          },
-          py::arg("stream"),
-          "Records of each kind the stream delivered, its highest step (-1: none) and its "
-          "latest wall time (0: none).")
-      .def(
-          "state", [](PyReader& r) { return std::string(RunStateName(r.reader->State())); },
-          "empty, live, ended or crashed.");
+  m.def(
+      "read_columns",
+      [](const std::string& run_dir, const std::vector<std::string>& tables,
+         const std::string& stream) {
+        Collector collector(std::set<std::string>(tables.begin(), tables.end()), stream);
+        ReadOptions options;
+        options.keep_records = false;
+        options.keep_events = false;
+        options.keep_tensor_steps = false;
+        Result<std::unique_ptr<RunReader>> r = [&] {
+          py::gil_scoped_release release;
+          return RunReader::Open(run_dir, options, &collector);
+        }();
+        if (!r.ok()) ThrowStatus(r.status());
+        const RunReader& reader = **r;
+        py::dict out;
+        out["manifest"] = ManifestDict(reader.manifest());
+        out["manifest_read"] = reader.manifest_status().ok();
+        out["state"] = std::string(RunStateName(reader.State()));
+        const std::vector<std::string> streams = reader.Streams();
+        out["streams"] = streams;
+        out["workers"] = reader.Workers();
+        py::dict counts;
+        for (const std::string& s : streams) counts[py::str(s)] = CountsDict(reader.Counts(s));
+        out["counts"] = counts;
+        out["columns"] = collector.ToDict(streams);
+        return out;
+      },
+      py::arg("run_dir"), py::arg("tables"), py::arg("stream") = "",
+      "The run read column by column (python/bindings/columns_py.cc): manifest, state, "
+      "streams, workers, counts per stream and columns {stream: {table: {field: array}}} of "
+      "the tables asked for (steps, scalars, summaries, system, rule_events, events), of one "
+      "stream or (stream='') of all.");
 }
 
 }  // namespace trainscope::pyb

@@ -39,7 +39,6 @@ py::dict WriterStatsToDict(const WriterStatsRecord& r);
 void InitStats(py::module_& m);
 void InitWriter(py::module_& m);
 void InitReader(py::module_& m);
-void InitColumns(py::module_& m);  // after InitReader: methods of RunReader
 void InitRun(py::module_& m);
 void InitRules(py::module_& m);
 void InitSysmon(py::module_& m);

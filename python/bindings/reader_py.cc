@@ -4,11 +4,18 @@
 #include <regex>
 
 #include "py_common.h"
-#include "reader_py.h"
 #include "trainscope/reader.h"
 
 namespace trainscope::pyb {
 py::dict ManifestDict(const RunManifest& m);
+
+namespace {
+
+struct PyReader {
+  std::unique_ptr<RunReader> reader;
+};
+
+}  // namespace
 
 void InitReader(py::module_& m) {
   py::class_<PyReader>(m, "RunReader", "Reads a run directory, also while it is written.")

@@ -5,8 +5,8 @@ that ``trainscope export parquet`` writes (docs/export.md, "Parquet").
 A change to a table (a column added, removed, renamed or retyped) is a new version: files of an
 older version stay readable as they are (docs/export.md, "Version policy").
 
-The tables are built column by column from the extension's column readers
-(``_core.RunReader.step_columns`` and friends: one numpy array per field), so a run of millions
+The tables are built column by column from the extension's column reader
+(``_core.read_columns``: one pass over the run, one numpy array per field), so a run of millions
 of steps costs no Python object per record. pyarrow is imported here only, when a table is
 asked for.
 """
@@ -215,28 +215,38 @@ def _table(pa, name: str, columns: list):
     return pa.Table.from_arrays(columns, schema=arrow_schema(name))
 
 
-def stream_table(reader, table: str, run_id: str, stream: str):
-    """One stream's rows of `table` (reader: a ``_core.RunReader``)."""
+def read(run_dir: str, tables: List[str], stream: Optional[str] = None) -> dict:
+    """One pass over the run for `tables` (of one stream, or all): ``_core.read_columns``."""
+    from . import _core
+    from ._modes import NotFoundError
+    try:
+        data = _core.read_columns(str(run_dir), list(tables), stream or "")
+    except FileNotFoundError as e:
+        raise NotFoundError("run directory", str(run_dir), context="", hint=str(e)) from None
+    data["run_dir"] = str(run_dir)
+    return data
+
+
+def stream_table(data: dict, table: str, stream: str):
+    """One stream's rows of `table` (data: what ``read`` returned, with `table` in it)."""
     pa = require_pyarrow()
+    run_id = run_id_of(data)
+    c = data["columns"][stream][table]
     if table == "steps":
-        c = reader.step_columns(stream)
         n = len(c["step"])
         cols = [c["step"], _modes(pa, c["mode"]), c["mode_step"], c["start_us"], c["end_us"],
                 c["end_us"] - c["start_us"]]
         cols += [_optional(pa, c[k], c[k] < 0)
                  for k in ("data_wait_us", "forward_us", "backward_us", "optimizer_us")]
     elif table == "scalars":
-        c = reader.scalar_columns(stream)
         n = len(c["step"])
         cols = [_strings(pa, c["names"], c["name_index"]), c["step"], _modes(pa, c["mode"]),
                 c["mode_step"], c["value"], c["wall_us"]]
     elif table == "summaries":
-        c = reader.summary_columns(stream)
         n = len(c["step"])
         from ._dtypes import NAMES
         dtype_names = [NAMES.get(i, "unknown") for i in range(256)]
-        hist_len = np.diff(c["hist_offsets"])
-        no_hist = hist_len == 0
+        no_hist = np.diff(c["hist_offsets"]) == 0
         cols = [_strings(pa, c["names"], c["name_index"]), c["step"], _modes(pa, c["mode"]),
                 c["mode_step"], _strings(pa, dtype_names, c["dtype"].astype(np.int32)),
                 _lists(pa, c["shape_offsets"], pa.array(c["shape_values"], pa.int64()))]
@@ -248,52 +258,51 @@ def stream_table(reader, table: str, run_id: str, stream: str):
                         mask=no_hist),
                  c["wall_us"]]
     elif table == "system":
-        c = reader.system_columns(stream)
         n = len(c["wall_us"])
         cols = [c["wall_us"], _strings(pa, c["names"], c["name_index"]), c["value"]]
     elif table == "rule_events":
-        ev = reader.stream_rule_events(stream)
-        n = len(ev)
+        n = len(c)
 
         def num(k):
-            return pa.array([None if e[k] != e[k] else e[k] for e in ev], pa.float64())
-        cols = [pa.array([e["rule"] for e in ev], pa.string()),
-                pa.array([e["status"] for e in ev], pa.string()),
-                pa.array([None if e["step"] < 0 else e["step"] for e in ev], pa.int64()),
-                pa.array([_MODES[e["mode"]] for e in ev], pa.string()),
-                pa.array([e["worker"] for e in ev], pa.string()),
-                pa.array([list(e["tensors"]) for e in ev], pa.list_(pa.string())),
+            return pa.array([None if e[k] != e[k] else e[k] for e in c], pa.float64())
+        cols = [pa.array([e["rule"] for e in c], pa.string()),
+                pa.array([e["status"] for e in c], pa.string()),
+                pa.array([None if e["step"] < 0 else e["step"] for e in c], pa.int64()),
+                pa.array([_MODES[e["mode"]] for e in c], pa.string()),
+                pa.array([e["worker"] for e in c], pa.string()),
+                pa.array([list(e["tensors"]) for e in c], pa.list_(pa.string())),
                 num("value"), num("threshold"),
-                pa.array([e["message"] for e in ev], pa.string()),
-                pa.array([int(e["firing"]) for e in ev], pa.int64()),
-                pa.array([e["wall_us"] for e in ev], pa.int64()),
-                pa.array([e["details_json"] or None for e in ev], pa.string())]
+                pa.array([e["message"] for e in c], pa.string()),
+                pa.array([int(e["firing"]) for e in c], pa.int64()),
+                pa.array([e["wall_us"] for e in c], pa.int64()),
+                pa.array([e["details_json"] or None for e in c], pa.string())]
     elif table == "events":
-        ev = reader.stream_events(stream)
-        n = len(ev)
-        cols = [pa.array([e["kind"] for e in ev], pa.string()),
-                pa.array([e["wall_us"] for e in ev], pa.int64()),
-                pa.array([e["json"] or "{}" for e in ev], pa.string())]
+        n = len(c)
+        cols = [pa.array([e["kind"] for e in c], pa.string()),
+                pa.array([e["wall_us"] for e in c], pa.int64()),
+                pa.array([e["json"] or "{}" for e in c], pa.string())]
     else:
         raise KeyError(table)
     return _table(pa, table, _head(pa, run_id, stream, n) + cols)
 
 
-def run_id_of(reader) -> str:
+def run_id_of(data: dict) -> str:
     """The run's id; a run without a readable run.json goes by its folder's name."""
     import os
-    return reader.manifest().get("id") or os.path.basename(os.path.normpath(reader.run_dir))
+    return data["manifest"].get("id") or os.path.basename(os.path.normpath(data["run_dir"]))
 
 
-def _model_of(config: dict, reader) -> Optional[str]:
+def _model_of(config: dict, data: dict) -> Optional[str]:
     model = config.get("model")
     if isinstance(model, str) and model:
         return model
     if isinstance(model, dict) and isinstance(model.get("name"), str):
         return model["name"]
     # `trainscope run`'s zero-code capture records the model it found (python/_autorun.py)
-    for e in reader.events():
-        if e["kind"] == "instrumentation":
+    for stream in data["columns"].values():
+        for e in stream.get("events", []):
+            if e["kind"] != "instrumentation":
+                continue
             try:
                 found = json.loads(e["json"]).get("model", {})
             except (ValueError, AttributeError):
@@ -303,49 +312,45 @@ def _model_of(config: dict, reader) -> Optional[str]:
     return None
 
 
-def runs_table(reader):
-    """The one-row `runs` table of a run."""
+def runs_table(data: dict):
+    """The one-row `runs` table of a run (data: ``read`` of it, with "events")."""
     import os
     pa = require_pyarrow()
-    m = reader.manifest()
+    m = data["manifest"]
     try:
         config = json.loads(m.get("config_json") or "{}")
     except ValueError:
         config = {}
     if not isinstance(config, dict):
         config = {}
-    streams = reader.streams()
-    workers = reader.workers()
-    counts = [reader.stream_counts(s) for s in streams]
-    ends = [c["last_wall_us"] for c in counts if c["last_wall_us"] > 0]
-    last_steps = [reader.stream_counts(w)["last_step"] for w in workers]
-    last_steps = [s for s in last_steps if s >= 0]
+    counts = data["counts"]
+    ends = [c["last_wall_us"] for c in counts.values() if c["last_wall_us"] > 0]
+    last_steps = [counts[w]["last_step"] for w in data["workers"] if counts[w]["last_step"] >= 0]
     instance = config.get("instance_type")
     row = {
-        "run_id": run_id_of(reader), "name": m.get("name", ""),
-        "path": os.path.abspath(reader.run_dir), "host": m.get("host", ""),
+        "run_id": run_id_of(data), "name": m.get("name", ""),
+        "path": os.path.abspath(data["run_dir"]), "host": m.get("host", ""),
         "pid": int(m.get("pid", 0)), "start_us": int(m.get("start_us", 0)),
-        "end_us": max(ends) if ends else None, "state": reader.state(),
+        "end_us": max(ends) if ends else None, "state": data["state"],
         "framework": m.get("framework", ""), "command": list(m.get("command", [])),
         "instance_type": instance if isinstance(instance, str) else None,
-        "model": _model_of(config, reader), "ranks": len(workers),
+        "model": _model_of(config, data), "ranks": len(data["workers"]),
         "last_step": max(last_steps) if last_steps else None,
         "config_json": m.get("config_json") or "{}",
     }
-    schema = arrow_schema("runs")
-    return pa.Table.from_pylist([row], schema=schema)
+    return pa.Table.from_pylist([row], schema=arrow_schema("runs"))
 
 
-def run_table(reader, table: str, streams: Optional[List[str]] = None):
-    """A whole run's `table`: every stream's rows, streams in name order."""
+def run_table(run_dir: str, table: str, stream: Optional[str] = None):
+    """A whole run's `table` (or one stream's rows of it), streams in name order."""
     pa = require_pyarrow()
-    if table == "runs":
-        return runs_table(reader)
     if table not in TABLES:
         from ._modes import NotFoundError
         raise NotFoundError("table", table, list(TABLES))
-    run_id = run_id_of(reader)
-    parts = [stream_table(reader, table, run_id, s) for s in (streams or reader.streams())]
+    if table == "runs":
+        return runs_table(read(run_dir, ["events"]))
+    data = read(run_dir, [table], stream)
+    parts = [stream_table(data, table, s) for s in data["columns"]]
     if not parts:
         return arrow_schema(table).empty_table()
     return pa.concat_tables(parts)

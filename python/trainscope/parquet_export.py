@@ -103,32 +103,33 @@ def _replace_partition(folder: str, tables: dict) -> List[str]:
     return written
 
 
-def _open(run_dir: str):
-    try:
-        return _core.RunReader(str(run_dir))
-    except FileNotFoundError as e:
-        raise NotFoundError("run directory", str(run_dir), context="", hint=str(e)) from None
-
-
 def export_run(run_dir: str, dest: str, system: bool = True) -> List[str]:
     """Exports one run into DEST (already checked: ``check_dest``); returns the files written."""
-    reader = _open(run_dir)
-    run_id = _tables.run_id_of(reader)
-    part = partition_dir(run_id)
-    streams = reader.streams()
+    tables = [t for t in _tables.STREAM_TABLES if t != "system" or system]
+    data = _tables.read(run_dir, tables)
+    part = partition_dir(_tables.run_id_of(data))
     out = _replace_partition(os.path.join(dest, "runs", part),
-                             {RUNS_FILE: _tables.runs_table(reader)})
+                             {RUNS_FILE: _tables.runs_table(data)})
     for table in _tables.STREAM_TABLES:
         files = {}
-        if table != "system" or system:
-            for s in streams:
-                t = _tables.stream_table(reader, table, run_id, s)
+        if table in tables:
+            for s in data["columns"]:
+                t = _tables.stream_table(data, table, s)
                 if t.num_rows:
                     files[s + ".parquet"] = t
         if not files:
             files[EMPTY_FILE] = _tables.arrow_schema(table).empty_table()
         out += _replace_partition(os.path.join(dest, table, part), files)
     return out
+
+
+def _run_id(run_dir: str) -> str:
+    """The id export_run files the run under (its run.json's, else its folder's name)."""
+    try:
+        m = _core.read_manifest(run_dir)
+    except (OSError, ValueError, RuntimeError):  # no run.json, or a damaged one
+        m = {}
+    return m.get("id") or os.path.basename(os.path.normpath(run_dir))
 
 
 def _readme() -> str:
@@ -164,20 +165,23 @@ def export_parquet(runs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike
     if not runs:
         raise ValueError("no run to export")
     _tables.require_pyarrow()
+    seen = {}
     for r in runs:  # every RUN before writing anything
         if not os.path.isdir(r):
-            _open(r)  # the reader's error for it (a URL's, a missing folder's)
+            bad = _core.check_run_location(r)
+            if bad:
+                raise ValueError(bad)
+            raise NotFoundError("run directory", r, context="")
+        rid = _run_id(r)
+        if rid in seen:
+            raise ValueError(f"'{r}' and '{seen[rid]}' are the same run (id {rid}): export "
+                             "one of them")
+        seen[rid] = r
     dest = check_dest(os.fspath(dest))
-    seen = {}
     out = [_write_text(os.path.join(dest, "_schema.json"),
                        json.dumps(_tables.schema_json(), indent=1) + "\n"),
            _write_text(os.path.join(dest, "README.md"), _readme())]
     for r in runs:
-        reader_id = _tables.run_id_of(_open(r))
-        if reader_id in seen:
-            raise ValueError(f"'{r}' and '{seen[reader_id]}' are the same run (id "
-                             f"{reader_id}): export one of them")
-        seen[reader_id] = r
         out += export_run(r, dest, system=system)
     return out
 

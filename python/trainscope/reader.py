@@ -233,10 +233,10 @@ class Run:
         """The run's `name` table as a pyarrow.Table, with the columns and types of the Parquet
         export's files (``run.table("steps").to_pandas()`` for pandas). Tables: runs, steps,
         scalars, summaries, system, rule_events, events (``ts.TABLES``); every stream's rows,
-        or one stream's. Needs pyarrow (``pip install pyarrow``)."""
+        or one stream's, as the run holds them now (one pass over its files: a live run's
+        table grows between calls). Needs pyarrow (``pip install pyarrow``)."""
         from . import _tables
-        self._fresh()
-        return _tables.run_table(self._r, name, [stream] if stream else None)
+        return _tables.run_table(self.path, name, stream)
 
     def _first_worker(self) -> Optional[str]:
         ws = self._r.workers()

@@ -315,44 +315,6 @@ const std::vector<SystemSampleRecord>& RunReader::SystemSamples(const std::strin
   return it == impl_->streams_.end() ? EmptyVec<SystemSampleRecord>() : it->second.samples;
 }
 
-namespace {
-// The records of `idx` (name -> (step, mode) -> index into `records`), in that order.
-template <typename T>
-std::vector<const T*> Latest(const std::vector<T>& records,
-                             const std::map<std::string, std::map<StepMode, size_t>>& idx) {
-  std::vector<const T*> out;
-  size_t n = 0;
-  for (const auto& [name, by_step] : idx) n += by_step.size();
-  out.reserve(n);
-  for (const auto& [name, by_step] : idx) {
-    for (const auto& [sm, i] : by_step) out.push_back(&records[i]);
-  }
-  return out;
-}
-}  // namespace
-
-std::vector<const ScalarRecord*> RunReader::LatestScalars(const std::string& stream) const {
-  auto it = impl_->streams_.find(stream);
-  if (it == impl_->streams_.end()) return {};
-  return Latest(it->second.scalars, it->second.scalar_idx);
-}
-
-std::vector<const SummaryRecord*> RunReader::LatestSummaries(const std::string& stream) const {
-  auto it = impl_->streams_.find(stream);
-  if (it == impl_->streams_.end()) return {};
-  return Latest(it->second.summaries, it->second.summary_idx);
-}
-
-const std::vector<RuleEventRecord>& RunReader::RuleEventsOf(const std::string& stream) const {
-  auto it = impl_->streams_.find(stream);
-  return it == impl_->streams_.end() ? EmptyVec<RuleEventRecord>() : it->second.rule_events;
-}
-
-const std::vector<EventRecord>& RunReader::EventsOf(const std::string& stream) const {
-  auto it = impl_->streams_.find(stream);
-  return it == impl_->streams_.end() ? EmptyVec<EventRecord>() : it->second.events;
-}
-
 std::vector<RuleEventRecord> RunReader::RuleEvents() const {
   std::vector<RuleEventRecord> out;
   for (const auto& [n, s] : impl_->streams_)

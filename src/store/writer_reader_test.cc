@@ -270,54 +270,6 @@ TEST(WriterReader, ReopenedStreamContinuesAndLaterRecordsWin) {
   EXPECT_EQ(loss[4].value, 104);
 }
 
-// The column-wise accessors (the Parquet export's) answer what Scalar() and Summary() answer:
-// one record per (name, step, mode), the latest, by name then step then mode; rule events and
-// events per stream in file order.
-TEST(WriterReader, LatestRecordsOfAStreamAreOnePerKeyInNameAndStepOrder) {
-  TempDir tmp;
-  {
-    auto w = OpenWriter({.run_dir = tmp.path()});
-    for (int s = 0; s < 6; ++s) {
-      w->AddScalar(Loss(s, 10 + s));
-      w->AddScalar({"a/first", s, Mode::kTrain, s, 1.0 * s, NowMicros()});
-      w->AddSummary(Grad("gradients/b", s, s));
-    }
-    w->AddScalar(Loss(2, 7, Mode::kEval));
-    RuleEventRecord e;
-    e.rule = "r1";
-    w->AddRuleEvent(e);
-  }
-  {
-    auto w = OpenWriter({.run_dir = tmp.path()});  // resumed at step 4
-    for (int s = 4; s < 8; ++s) {
-      w->AddScalar(Loss(s, 100 + s));
-      w->AddSummary(Grad("gradients/b", s, 100 + s));
-    }
-    RuleEventRecord e;
-    e.rule = "r2";
-    w->AddRuleEvent(e);
-  }
-  auto r = OpenReader(tmp.path());
-  auto scalars = r->LatestScalars("worker-0");
-  ASSERT_EQ(scalars.size(), 6u + 9u);
-  EXPECT_EQ(scalars[0]->name, "a/first");
-  EXPECT_EQ(scalars[6]->name, "losses/loss");
-  std::vector<std::pair<int64_t, Mode>> keys;
-  for (size_t i = 6; i < scalars.size(); ++i) keys.emplace_back(scalars[i]->step, scalars[i]->mode);
-  EXPECT_EQ(keys[2], std::make_pair(int64_t{2}, Mode::kTrain));
-  EXPECT_EQ(keys[3], std::make_pair(int64_t{2}, Mode::kEval));
-  EXPECT_EQ(scalars[6 + 5]->value, 104);  // step 4, re-recorded
-  auto summaries = r->LatestSummaries("worker-0");
-  ASSERT_EQ(summaries.size(), 8u);
-  EXPECT_EQ(summaries[3]->stats.l2, 3);
-  EXPECT_EQ(summaries[4]->stats.l2, 104);
-  ASSERT_EQ(r->RuleEventsOf("worker-0").size(), 2u);
-  EXPECT_EQ(r->RuleEventsOf("worker-0")[1].rule, "r2");
-  EXPECT_TRUE(r->LatestScalars("worker-9").empty());
-  EXPECT_TRUE(r->RuleEventsOf("worker-9").empty());
-  EXPECT_TRUE(r->EventsOf("worker-9").empty());
-}
-
 // A reader that keeps no records (ReadOptions::keep_records = false) visits the same records,
 // stream by stream, and still answers names, steps per mode, counts and raw tensors.
 TEST(WriterReader, ReaderThatKeepsNoRecordsVisitsThemAndStillAnswersNamesAndSteps) {

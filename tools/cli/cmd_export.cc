@@ -28,11 +28,15 @@ const Exporter* FindFormat(const std::string& name) {
   return nullptr;
 }
 
+const ManyRunsExporter* ManyRuns(const Exporter* e) {
+  return dynamic_cast<const ManyRunsExporter*>(e);
+}
+
 std::string Usage() {
   std::string u = "usage:";
   for (const Exporter* e : Formats()) {
     u += std::string(u == "usage:" ? " " : "       ") + "trainscope export " + e->name() +
-         (e->many_runs() ? " RUN... " : " RUN ") + e->output() + "\n";
+         (ManyRuns(e) ? " RUN... " : " RUN ") + e->output() + "\n";
   }
   u += "options: --overwrite (replace an earlier export), --no-system (no system samples)\n";
   for (const Exporter* e : Formats()) {
@@ -66,7 +70,7 @@ int Export(Context& ctx) {
     return UsageError(ctx, "unknown format '" + pos[0] + "'" + DidYouMean(pos[0], names) +
                                " (formats: " + list + ")");
   }
-  const bool many = exporter != nullptr && exporter->many_runs();
+  const ManyRunsExporter* many = exporter ? ManyRuns(exporter) : nullptr;
   if (many ? pos.size() < 3 : pos.size() != 3) {
     return UsageError(ctx, std::string("expected FORMAT ") + (many ? "RUN... " : "RUN ") +
                                (exporter ? exporter->output() : "OUT") + ", got " +
@@ -76,7 +80,8 @@ int Export(Context& ctx) {
   for (const std::string& run : runs) {
     if (!Env::Default()->IsDirectory(run)) return NoRunError(ctx, run);
   }
-  auto files = exporter->ExportRuns(runs, pos.back(), options);
+  auto files = many ? many->ExportRuns(runs, pos.back(), options)
+                    : exporter->Export(runs[0], pos.back(), options);
   if (!files.ok()) return StatusError(ctx, "", files.status());
   for (const auto& f : *files) ctx.out << f << "\n";
   return 0;

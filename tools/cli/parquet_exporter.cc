@@ -58,7 +58,7 @@ int Spawn(const std::vector<std::string>& argv, std::string* error) {
   return WEXITSTATUS(status);
 }
 
-class Parquet final : public Exporter {
+class Parquet final : public ManyRunsExporter {
  public:
   const char* name() const override { return "parquet"; }
   const char* output() const override { return "DEST"; }
@@ -70,11 +70,6 @@ class Parquet final : public Exporter {
            "its files. Needs pyarrow in trainscope's Python ($TRAINSCOPE_PYTHON).\n"
            "Query: duckdb -c \"FROM read_parquet('DEST/steps/**/*.parquet',\n"
            "       hive_partitioning=true)\"";
-  }
-  bool many_runs() const override { return true; }
-  Result<std::vector<std::string>> Export(const std::string& run_dir, const std::string& out,
-                                          const ExportOptions& options) const override {
-    return ExportRuns({run_dir}, out, options);
   }
   Result<std::vector<std::string>> ExportRuns(const std::vector<std::string>& run_dirs,
                                               const std::string& out,
@@ -139,7 +134,7 @@ std::string PythonForExport() {
   return "python3";
 }
 
-const Exporter& ParquetExporter() {
+const ManyRunsExporter& ParquetExporter() {
   static const Parquet exporter;
   return exporter;
 }

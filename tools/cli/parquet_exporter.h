@@ -11,7 +11,20 @@
 
 namespace trainscope::cli {
 
-const Exporter& ParquetExporter();
+// A format whose OUT gathers many runs (`trainscope export FORMAT RUN... OUT`): Parquet's
+// partitioned folder. Export() of one run is ExportRuns() of it.
+class ManyRunsExporter : public Exporter {
+ public:
+  virtual Result<std::vector<std::string>> ExportRuns(const std::vector<std::string>& run_dirs,
+                                                      const std::string& out,
+                                                      const ExportOptions& options) const = 0;
+  Result<std::vector<std::string>> Export(const std::string& run_dir, const std::string& out,
+                                          const ExportOptions& options) const override {
+    return ExportRuns({run_dir}, out, options);
+  }
+};
+
+const ManyRunsExporter& ParquetExporter();
 
 // The Python the export runs, in this order: $TRAINSCOPE_PYTHON; `python3` beside the command
 // as it was started (a venv's bin/trainscope, also when that is a link into a build folder);
