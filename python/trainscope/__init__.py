@@ -22,7 +22,6 @@ from .hook import Hook, ProfilerConfig
 from .checkpoint import PREEMPTED_EXIT_CODE, Checkpointer, Rollback
 from .reader import Run, Tensor, open_run
 from .rules import Rule, rule_names, watch
-from .parquet_export import export_parquet
 from ._tables import SCHEMA_VERSION as TABLE_SCHEMA_VERSION
 from ._tables import TABLES
 
@@ -60,3 +59,10 @@ def compute_stats(array, buckets: int = 0):
 def request_stop(run_dir: str, reason: str, requested_by: str = "python") -> None:
     """Asks the training writing `run_dir` to stop (its hook sees it at the next step)."""
     _core.request_stop(run_dir, reason, requested_by)
+
+
+def export_parquet(runs, dest, system: bool = True):
+    """Runs (a run directory or several) as Parquet tables in the folder `dest`, for DuckDB,
+    Dask, Spark (docs/export.md, "Parquet"); returns the files written. Needs pyarrow."""
+    from .parquet_export import export_parquet as export
+    return export(runs, dest, system=system)

@@ -222,7 +222,8 @@ def read(run_dir: str, tables: List[str], stream: Optional[str] = None) -> dict:
     try:
         data = _core.read_columns(str(run_dir), list(tables), stream or "")
     except FileNotFoundError as e:
-        raise NotFoundError("run directory", str(run_dir), context="", hint=str(e)) from None
+        raise NotFoundError("run directory", str(run_dir), None, context="",
+                            hint=str(e)) from None
     data["run_dir"] = str(run_dir)
     return data
 

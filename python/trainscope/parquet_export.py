@@ -171,7 +171,7 @@ def export_parquet(runs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike
             bad = _core.check_run_location(r)
             if bad:
                 raise ValueError(bad)
-            raise NotFoundError("run directory", r, context="")
+            raise NotFoundError("run directory", r, None, context="")
         rid = _run_id(r)
         if rid in seen:
             raise ValueError(f"'{r}' and '{seen[rid]}' are the same run (id {rid}): export "
