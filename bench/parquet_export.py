@@ -83,16 +83,16 @@ def duckdb_sums(dest, expected):
             kind = want[0]
             if kind == "str":
                 q = f"SELECT count(*), count(DISTINCT {c}), sum(length({c})) FROM {src}"
-                n, distinct, length = duckdb.sql(q).fetchone()
+                n, distinct, length = duckdb.sql(q).fetchall()[0]
                 out[table][c] = ("str", n, distinct, int(length))
             elif kind == "int":
                 q = f"SELECT count(*), count({c}), sum({c})::HUGEINT FROM {src}"
-                n, present, total = duckdb.sql(q).fetchone()
+                n, present, total = duckdb.sql(q).fetchall()[0]
                 out[table][c] = ("int", n, present, int(total or 0))
             else:
                 q = (f"SELECT count(*), count({c}), count({c}) FILTER (WHERE NOT isnan({c})), "
                      f"fsum({c}) FILTER (WHERE NOT isnan({c})) FROM {src}")
-                n, present, finite, total = duckdb.sql(q).fetchone()
+                n, present, finite, total = duckdb.sql(q).fetchall()[0]
                 out[table][c] = ("float", n, present, finite, total)
     return out
 
@@ -132,7 +132,7 @@ def main():
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(dest) for f in fs)
     run_size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(run) for f in fs)
     rows = {t: duckdb.sql(f"SELECT count(*) FROM read_parquet('{dest}/{t}/**/*.parquet')")
-            .fetchone()[0] for t in _tables.TABLES}
+            .fetchall()[0][0] for t in _tables.TABLES}
     print(f"parquet_export: {a.ranks} ranks x {a.steps} steps (run {run_size / 2**20:.0f} MB) "
           f"-> {size / 2**20:.1f} MB of Parquet")
     print(f"  trainscope export parquet: {export_s:.2f} s (target <= 10 s) "
