@@ -271,7 +271,6 @@ def test_every_file_carries_the_schema_version_and_the_tables_types(lake):
     assert [c["name"] for c in schema["tables"]["steps"]] == \
         [c for c, *_ in ts.TABLES["steps"]]
     assert "schema version 1" in (lake / "README.md").read_text()
-    # a table none of a run's streams has rows for is one empty file, with the schema
     assert not glob.glob(f"{lake}/*/run=*/.*")  # no temporary file left
 
 
@@ -404,6 +403,25 @@ def test_cli_exports_many_runs(runs, tmp_path):
     assert p.returncode == 0, p.stderr
     assert [os.path.basename(f) for f in glob.glob(f"{tmp_path}/no-system/system/*/*")] \
         == ["none.parquet"]
+
+
+def test_cli_runs_the_python_beside_the_command_it_was_started_as(runs, tmp_path):
+    """A venv's bin/trainscope (here a link to the build's) runs the bin/python3 beside it."""
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "trainscope").symlink_to(os.path.abspath(os.environ.get(
+        "TRAINSCOPE_BIN", shutil.which("trainscope"))))
+    marker = tmp_path / "ran"
+    (venv_bin / "python3").write_text(f"#!/bin/sh\necho \"$@\" > {marker}\n"
+                                      f"exec {sys.executable} \"$@\"\n")
+    (venv_bin / "python3").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "TRAINSCOPE_PYTHON"}
+    p = subprocess.run([str(venv_bin / "trainscope"), "export", "parquet", runs[0],
+                        str(tmp_path / "lake")], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert marker.read_text().startswith("-m trainscope.parquet_export --result ")
+    assert (tmp_path / "lake" / "steps").is_dir()
 
 
 def one_error(p):
