@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ._schema import STREAM
+from ._schema import EVENT, STREAM
 
 SCHEMA_VERSION = 1
 # Key-value metadata of every Parquet file the export writes (bytes keys, as Parquet keeps them).
@@ -302,7 +302,7 @@ def _model_of(config: dict, data: dict) -> Optional[str]:
     # `trainscope run`'s zero-code capture records the model it found (python/_autorun.py)
     for stream in data["columns"].values():
         for e in stream.get("events", []):
-            if e["kind"] != "instrumentation":
+            if e["kind"] != EVENT.INSTRUMENTATION:
                 continue
             try:
                 found = json.loads(e["json"]).get("model", {})

@@ -497,3 +497,21 @@ def test_without_pyarrow_the_error_names_pip_install(runs, tmp_path):
     p = cli(runs[0], str(tmp_path / "lake"), env_extra=env)
     assert p.returncode == 1
     assert "pip install pyarrow" in one_error(p)
+
+
+def test_runs_table_finds_the_model_of_a_zero_code_capture(tmp_path):
+    """`trainscope run`'s capture names the model in its instrumentation event; a run whose
+    configuration and events name no model or instance has nulls there."""
+    for name, event in (("captured", {"model": {"name": "Net", "parameters": 10}}),
+                        ("plain", None)):
+        run_dir = str(tmp_path / name)
+        _core.create_or_open_run(run_dir, name=name, config_json='{"save_interval": 5}')
+        w = _core.Writer(run_dir, stream="worker-0")
+        w.add_step(0, 0, 0, T0, T0 + 10)
+        if event:
+            w.add_event("instrumentation", json.dumps(event), T0)
+        w.close()
+        row = ts.open_run(run_dir).table("runs").to_pylist()[0]
+        assert row["model"] == ("Net" if event else None)
+        assert row["instance_type"] is None and row["ranks"] == 1 and row["last_step"] == 0
+        assert row["state"] == "ended" and row["end_us"] >= T0 + 10
