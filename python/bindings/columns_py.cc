@@ -7,10 +7,13 @@
 // are their on-disk codes (uint8, types.h); durations -1 when not measured, as recorded.
 // Scalars and summaries are one per (name, step, mode) per stream, the latest recorded (what
 // RunReader::Scalar() and Summary() answer), ordered by name, step, mode; steps, system
-// samples, rule events and events as recorded, in file order.
+// samples, rule events and events as recorded, in file order. With `on_stream`, each stream's
+// columns are handed to it as soon as the reader has read that stream, and then dropped, so
+// memory holds one stream's columns at a time, not the run's (the Parquet export writes them).
 #include <algorithm>
 #include <numeric>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <tuple>
@@ -261,8 +264,25 @@ struct StreamColumns {
 // Collects the tables asked for (of one stream, or of all when `stream` is empty).
 class Collector : public RecordVisitor {
  public:
-  Collector(std::set<std::string> tables, std::string stream)
-      : tables_(std::move(tables)), stream_(std::move(stream)) {}
+  Collector(std::set<std::string> tables, std::string stream, py::object on_stream)
+      : tables_(std::move(tables)), stream_(std::move(stream)),
+        on_stream_(std::move(on_stream)) {}
+
+  // Called with the GIL released (inside RunReader::Open): takes it to hand the stream over.
+  // The callback's first exception is kept (Rethrow) and no stream is handed over after it.
+  void OnStreamRead(const std::string& s) override {
+    if (on_stream_.is_none() || error_ || (!stream_.empty() && s != stream_)) return;
+    py::gil_scoped_acquire gil;
+    try {
+      on_stream_(s, StreamDict(s));
+    } catch (py::error_already_set& e) {
+      error_ = std::make_unique<py::error_already_set>(std::move(e));
+    }
+    streams_.erase(s);
+  }
+  void Rethrow() {
+    if (error_) throw std::move(*error_);
+  }
 
   void OnStep(const std::string& s, const StepRecord& r) override {
     if (auto* c = Want(s, "steps")) c->steps.Add(r);
@@ -283,33 +303,38 @@ class Collector : public RecordVisitor {
     if (auto* c = Want(s, "events")) c->events.push_back(r);
   }
 
-  // {stream: {table: columns}} for every stream of `streams` (empty tables included).
+  // {stream: {table: columns}} for every stream of `streams` (empty tables included), but
+  // those already handed to on_stream.
   py::dict ToDict(const std::vector<std::string>& streams) {
     py::dict out;
     for (const std::string& s : streams) {
-      if (!stream_.empty() && s != stream_) continue;
-      StreamColumns& c = streams_[s];
-      py::dict d;
-      if (tables_.count("steps")) d["steps"] = c.steps.ToDict();
-      if (tables_.count("scalars")) d["scalars"] = c.scalars.ToDict();
-      if (tables_.count("summaries")) d["summaries"] = SummaryDict(c.summaries);
-      if (tables_.count("system")) d["system"] = c.system.ToDict();
-      if (tables_.count("rule_events")) {
-        py::list l;
-        for (const auto& e : c.rule_events) l.append(RuleEventToDict(e));
-        d["rule_events"] = l;
-      }
-      if (tables_.count("events")) {
-        py::list l;
-        for (const auto& e : c.events) l.append(EventToDict(e));
-        d["events"] = l;
-      }
-      out[py::str(s)] = d;
+      if ((!stream_.empty() && s != stream_) || !on_stream_.is_none()) continue;
+      out[py::str(s)] = StreamDict(s);
     }
     return out;
   }
 
  private:
+  py::dict StreamDict(const std::string& s) {
+    StreamColumns& c = streams_[s];
+    py::dict d;
+    if (tables_.count("steps")) d["steps"] = c.steps.ToDict();
+    if (tables_.count("scalars")) d["scalars"] = c.scalars.ToDict();
+    if (tables_.count("summaries")) d["summaries"] = SummaryDict(c.summaries);
+    if (tables_.count("system")) d["system"] = c.system.ToDict();
+    if (tables_.count("rule_events")) {
+      py::list l;
+      for (const auto& e : c.rule_events) l.append(RuleEventToDict(e));
+      d["rule_events"] = l;
+    }
+    if (tables_.count("events")) {
+      py::list l;
+      for (const auto& e : c.events) l.append(EventToDict(e));
+      d["events"] = l;
+    }
+    return d;
+  }
+
   StreamColumns* Want(const std::string& stream, const char* table) {
     if (!tables_.count(table) || (!stream_.empty() && stream != stream_)) return nullptr;
     return &streams_[stream];
@@ -317,6 +342,8 @@ class Collector : public RecordVisitor {
 
   std::set<std::string> tables_;
   std::string stream_;
+  py::object on_stream_;
+  std::unique_ptr<py::error_already_set> error_;
   std::map<std::string, StreamColumns> streams_;
 };
 
@@ -337,8 +364,9 @@ void InitColumns(py::module_& m) {
   m.def(
       "read_columns",
       [](const std::string& run_dir, const std::vector<std::string>& tables,
-         const std::string& stream) {
-        Collector collector(std::set<std::string>(tables.begin(), tables.end()), stream);
+         const std::string& stream, py::object on_stream) {
+        Collector collector(std::set<std::string>(tables.begin(), tables.end()), stream,
+                            std::move(on_stream));
         ReadOptions options;
         options.keep_records = false;
         options.keep_events = false;
@@ -347,6 +375,7 @@ void InitColumns(py::module_& m) {
           py::gil_scoped_release release;
           return RunReader::Open(run_dir, options, &collector);
         }();
+        collector.Rethrow();
         if (!r.ok()) ThrowStatus(r.status());
         const RunReader& reader = **r;
         py::dict out;
@@ -363,10 +392,12 @@ void InitColumns(py::module_& m) {
         return out;
       },
       py::arg("run_dir"), py::arg("tables"), py::arg("stream") = "",
+      py::arg("on_stream") = py::none(),
       "The run read column by column (python/bindings/columns_py.cc): manifest, state, "
       "streams, workers, counts per stream and columns {stream: {table: {field: array}}} of "
       "the tables asked for (steps, scalars, summaries, system, rule_events, events), of one "
-      "stream or (stream='') of all.");
+      "stream or (stream='') of all; with on_stream(stream, {table: columns}) each stream's "
+      "columns go to it as soon as the stream is read (and 'columns' is empty).");
 }
 
 }  // namespace trainscope::pyb

@@ -215,12 +215,14 @@ def _table(pa, name: str, columns: list):
     return pa.Table.from_arrays(columns, schema=arrow_schema(name))
 
 
-def read(run_dir: str, tables: List[str], stream: Optional[str] = None) -> dict:
-    """One pass over the run for `tables` (of one stream, or all): ``_core.read_columns``."""
+def read(run_dir: str, tables: List[str], stream: Optional[str] = None,
+         on_stream=None) -> dict:
+    """One pass over the run for `tables` (of one stream, or all): ``_core.read_columns``.
+    With ``on_stream(stream, {table: columns})``, each stream goes there once read."""
     from . import _core
     from ._modes import NotFoundError
     try:
-        data = _core.read_columns(str(run_dir), list(tables), stream or "")
+        data = _core.read_columns(str(run_dir), list(tables), stream or "", on_stream)
     except FileNotFoundError as e:
         raise NotFoundError("run directory", str(run_dir), None, context="",
                             hint=str(e)) from None
@@ -228,11 +230,9 @@ def read(run_dir: str, tables: List[str], stream: Optional[str] = None) -> dict:
     return data
 
 
-def stream_table(data: dict, table: str, stream: str):
-    """One stream's rows of `table` (data: what ``read`` returned, with `table` in it)."""
+def stream_table(c, table: str, run_id: str, stream: str):
+    """One stream's rows of `table` from its columns (what ``read`` gives for the table)."""
     pa = require_pyarrow()
-    run_id = run_id_of(data)
-    c = data["columns"][stream][table]
     if table == "steps":
         n = len(c["step"])
         cols = [c["step"], _modes(pa, c["mode"]), c["mode_step"], c["start_us"], c["end_us"],
@@ -293,28 +293,33 @@ def run_id_of(data: dict) -> str:
     return data["manifest"].get("id") or os.path.basename(os.path.normpath(data["run_dir"]))
 
 
-def _model_of(config: dict, data: dict) -> Optional[str]:
+def captured_model(events: List[dict]) -> Optional[str]:
+    """The model `trainscope run`'s zero-code capture found (its instrumentation event,
+    python/trainscope/_autorun.py), or None."""
+    for e in events:
+        if e["kind"] != EVENT.INSTRUMENTATION:
+            continue
+        try:
+            found = json.loads(e["json"]).get("model", {})
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(found, dict) and isinstance(found.get("name"), str):
+            return found["name"]
+    return None
+
+
+def _model_of(config: dict, captured: Optional[str]) -> Optional[str]:
     model = config.get("model")
     if isinstance(model, str) and model:
         return model
     if isinstance(model, dict) and isinstance(model.get("name"), str):
         return model["name"]
-    # `trainscope run`'s zero-code capture records the model it found (python/_autorun.py)
-    for stream in data["columns"].values():
-        for e in stream.get("events", []):
-            if e["kind"] != EVENT.INSTRUMENTATION:
-                continue
-            try:
-                found = json.loads(e["json"]).get("model", {})
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(found, dict) and isinstance(found.get("name"), str):
-                return found["name"]
-    return None
+    return captured
 
 
-def runs_table(data: dict):
-    """The one-row `runs` table of a run (data: ``read`` of it, with "events")."""
+def runs_table(data: dict, captured: Optional[str] = None):
+    """The one-row `runs` table of a run (data: ``read`` of it; `captured`: the model of its
+    events, ``captured_model``)."""
     import os
     pa = require_pyarrow()
     m = data["manifest"]
@@ -335,7 +340,7 @@ def runs_table(data: dict):
         "end_us": max(ends) if ends else None, "state": data["state"],
         "framework": m.get("framework", ""), "command": list(m.get("command", [])),
         "instance_type": instance if isinstance(instance, str) else None,
-        "model": _model_of(config, data), "ranks": len(data["workers"]),
+        "model": _model_of(config, captured), "ranks": len(data["workers"]),
         "last_step": max(last_steps) if last_steps else None,
         "config_json": m.get("config_json") or "{}",
     }
@@ -349,9 +354,12 @@ def run_table(run_dir: str, table: str, stream: Optional[str] = None):
         from ._modes import NotFoundError
         raise NotFoundError("table", table, list(TABLES))
     if table == "runs":
-        return runs_table(read(run_dir, ["events"]))
+        data = read(run_dir, ["events"])
+        events = [e for c in data["columns"].values() for e in c["events"]]
+        return runs_table(data, captured_model(events))
     data = read(run_dir, [table], stream)
-    parts = [stream_table(data, table, s) for s in data["columns"]]
+    run_id = run_id_of(data)
+    parts = [stream_table(c[table], table, run_id, s) for s, c in data["columns"].items()]
     if not parts:
         return arrow_schema(table).empty_table()
     return pa.concat_tables(parts)

@@ -89,37 +89,51 @@ def _write(table, path: str) -> str:
     return path
 
 
-def _replace_partition(folder: str, tables: dict) -> List[str]:
-    """Writes {file name: table} into `folder` and removes what an earlier export left there
-    that this one does not write (streams gone, temporary files of an interrupted export)."""
-    written = [_write(t, os.path.join(folder, name)) for name, t in tables.items()]
+def _remove_stale(folder: str, keep: Iterable[str]) -> None:
+    """Removes what an earlier export left in `folder` that this one did not write (streams
+    gone, temporary files of an interrupted export)."""
+    keep = set(keep)
     for name in os.listdir(folder):
-        stale = name.endswith(".parquet") and name not in tables
+        stale = name.endswith(".parquet") and name not in keep
         if stale or (name.startswith(".") and _TMP_TAG in name):
             try:
                 os.unlink(os.path.join(folder, name))
             except FileNotFoundError:
                 pass
-    return written
 
 
 def export_run(run_dir: str, dest: str, system: bool = True) -> List[str]:
-    """Exports one run into DEST (already checked: ``check_dest``); returns the files written."""
+    """Exports one run into DEST (already checked: ``check_dest``); returns the files written.
+
+    Each stream's files are written as soon as the reader has read the stream (memory holds
+    one stream's columns at a time); then the runs table, the empty tables' none.parquet, and
+    the removal of what an earlier export left that this one did not write."""
     tables = [t for t in _tables.STREAM_TABLES if t != "system" or system]
-    data = _tables.read(run_dir, tables)
-    part = partition_dir(_tables.run_id_of(data))
-    out = _replace_partition(os.path.join(dest, "runs", part),
-                             {RUNS_FILE: _tables.runs_table(data)})
+    run_id = _run_id(run_dir)
+    part = partition_dir(run_id)
+    written = {t: {} for t in _tables.STREAM_TABLES}
+    events: List[dict] = []
+
+    def on_stream(stream: str, columns: dict) -> None:
+        events.extend(columns.get("events", []))
+        for table in tables:
+            t = _tables.stream_table(columns[table], table, run_id, stream)
+            if t.num_rows:
+                name = stream + ".parquet"
+                written[table][name] = _write(t, os.path.join(dest, table, part, name))
+
+    data = _tables.read(run_dir, tables, on_stream=on_stream)
+    runs_dir = os.path.join(dest, "runs", part)
+    out = [_write(_tables.runs_table(data, _tables.captured_model(events)),
+                  os.path.join(runs_dir, RUNS_FILE))]
+    _remove_stale(runs_dir, [RUNS_FILE])
     for table in _tables.STREAM_TABLES:
-        files = {}
-        if table in tables:
-            for s in data["columns"]:
-                t = _tables.stream_table(data, table, s)
-                if t.num_rows:
-                    files[s + ".parquet"] = t
-        if not files:
-            files[EMPTY_FILE] = _tables.arrow_schema(table).empty_table()
-        out += _replace_partition(os.path.join(dest, table, part), files)
+        folder = os.path.join(dest, table, part)
+        if not written[table]:
+            written[table][EMPTY_FILE] = _write(_tables.arrow_schema(table).empty_table(),
+                                                os.path.join(folder, EMPTY_FILE))
+        _remove_stale(folder, written[table])
+        out += written[table].values()
     return out
 
 

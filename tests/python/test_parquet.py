@@ -515,3 +515,23 @@ def test_runs_table_finds_the_model_of_a_zero_code_capture(tmp_path):
         assert row["model"] == ("Net" if event else None)
         assert row["instance_type"] is None and row["ranks"] == 1 and row["last_step"] == 0
         assert row["state"] == "ended" and row["end_us"] >= T0 + 10
+
+
+def test_column_reader_hands_each_stream_over_once_and_passes_errors_on(runs):
+    """The export writes each stream as soon as it is read (memory: one stream's columns); a
+    failure while writing one (a full disk) ends the read with that error."""
+    seen = []
+    data = _core.read_columns(runs[0], ["steps"], "",
+                              lambda s, c: seen.append((s, len(c["steps"]["step"]))))
+    assert [s for s, _ in seen] == data["streams"] and data["columns"] == {}
+    steps = {s: n for s, n in seen}
+    assert steps["monitor-trainer-1"] == 0
+    assert steps["worker-0"] == len(ts.open_run(runs[0]).step_records("worker-0"))
+    calls = []
+
+    def full_disk(stream, columns):
+        calls.append(stream)
+        raise OSError(28, "No space left on device")
+    with pytest.raises(OSError, match="No space left"):
+        _core.read_columns(runs[0], ["steps"], "", full_disk)
+    assert len(calls) == 1  # none handed over after the failure
