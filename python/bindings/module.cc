@@ -1,6 +1,10 @@
 // trainscope._core: entry point of the private extension module.
 #include "py_common.h"
 
+namespace trainscope::pyb {
+void InitColumns(py::module_& m);  // columns_py.cc: _core.read_columns
+}  // namespace trainscope::pyb
+
 PYBIND11_MODULE(_core, m) {
   using namespace trainscope;
   m.doc() = "trainscope core (private; use the `trainscope` package)";
@@ -9,6 +13,7 @@ PYBIND11_MODULE(_core, m) {
   pyb::InitRun(m);
   pyb::InitWriter(m);
   pyb::InitReader(m);
+  pyb::InitColumns(m);
   pyb::InitStepClock(m);
   pyb::InitSchedule(m);
   pyb::InitCheckpoint(m);

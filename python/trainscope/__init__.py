@@ -22,6 +22,8 @@ from .hook import Hook, ProfilerConfig
 from .checkpoint import PREEMPTED_EXIT_CODE, Checkpointer, Rollback
 from .reader import Run, Tensor, open_run
 from .rules import Rule, rule_names, watch
+from ._tables import SCHEMA_VERSION as TABLE_SCHEMA_VERSION
+from ._tables import TABLES
 
 __version__ = _core.__version__
 _log.configure()
@@ -31,7 +33,8 @@ __all__ = [
     "Tensor",
     "NotFoundError", "TrainingStopped", "open_run", "watch", "rule_names", "compute_stats",
     "request_stop", "BUILTIN_COLLECTIONS", "DEFAULT_COLLECTIONS",
-    "Checkpointer", "Rollback", "PREEMPTED_EXIT_CODE",
+    "Checkpointer", "Rollback", "PREEMPTED_EXIT_CODE", "export_parquet", "TABLES",
+    "TABLE_SCHEMA_VERSION",
 ]
 
 
@@ -56,3 +59,10 @@ def compute_stats(array, buckets: int = 0):
 def request_stop(run_dir: str, reason: str, requested_by: str = "python") -> None:
     """Asks the training writing `run_dir` to stop (its hook sees it at the next step)."""
     _core.request_stop(run_dir, reason, requested_by)
+
+
+def export_parquet(runs, dest, system: bool = True):
+    """Runs (a run directory or several) as Parquet tables in the folder `dest`, for DuckDB,
+    Dask, Spark (docs/export.md, "Parquet"); returns the files written. Needs pyarrow."""
+    from .parquet_export import export_parquet as export
+    return export(runs, dest, system=system)

@@ -63,6 +63,9 @@ class Writer:
     @property
     def stream_dir(self) -> str: ...
 
+def read_columns(run_dir: str, tables: Sequence[str],
+                 stream: str = "") -> Dict[str, Any]: ...  # columns_py.cc
+
 class RunReader:
     def __init__(self, run_dir: str) -> None: ...
     def refresh(self) -> int: ...

@@ -228,6 +228,16 @@ class Run:
         and byte offset) and warnings (torn tails a crash leaves behind)."""
         return self._r.read_stats()
 
+    # ---- tables (the Parquet export's, docs/export.md) -----------------------------------------
+    def table(self, name: str, stream: Optional[str] = None):
+        """The run's `name` table as a pyarrow.Table, with the columns and types of the Parquet
+        export's files (``run.table("steps").to_pandas()`` for pandas). Tables: runs, steps,
+        scalars, summaries, system, rule_events, events (``ts.TABLES``); every stream's rows,
+        or one stream's, as the run holds them now (one pass over its files: a live run's
+        table grows between calls). Needs pyarrow (``pip install pyarrow``)."""
+        from . import _tables
+        return _tables.run_table(self.path, name, stream)
+
     def _first_worker(self) -> Optional[str]:
         ws = self._r.workers()
         return ws[0] if ws else None
