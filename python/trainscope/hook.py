@@ -307,6 +307,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             if self.strict:
                 raise
             self._fail("register_module", e)
+        self._arm_origin()  # a rule stops on a NaN: where it began (_nan_origin.py)
         try:
             from . import _comm_timing, _distributed
             self._grads_final_only = _comm_timing.is_ddp(module) or self._shards is not None
