@@ -34,6 +34,7 @@ import contextlib
 import logging
 import math
 import time
+import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
 log = logging.getLogger("trainscope")
@@ -372,9 +373,13 @@ class OriginTracer:
             o["why"] = "the forward replayed finite; its output cannot be differentiated again"
             return
         params = [p for _, p in self._params]
-        grads = self._grad(m, t, params, trail, hooks=True, o=o)
-        if grads is None:  # full backward hooks refused (an in-place op on a module output)
-            grads = self._grad(m, t, params, trail, hooks=False, o=o)
+        with warnings.catch_warnings():
+            # torch says that a module whose inputs need no gradient fires its hook with
+            # its outputs' gradients: what is checked here
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            grads = self._grad(m, t, params, trail, hooks=True, o=o)
+            if grads is None:  # full backward hooks refused (an in-place op on an output)
+                grads = self._grad(m, t, params, trail, hooks=False, o=o)
         o["direction"] = "backward"
         name = trail.back_module
         if name is None and grads is not None:
@@ -388,8 +393,11 @@ class OriginTracer:
             for mod in reversed(trail.order):
                 if mod in owners:
                     name = mod
-                    o["bad_input"] = None
-                    o["note"] = f"the gradient of {owners[mod]} is the first non-finite one"
+                    o["by"] = "parameter gradients"
+                    o["note"] = ("an in-place op refused module backward hooks: named as the "
+                                 "last module in forward order whose parameters got a "
+                                 f"non-finite gradient ({owners[mod]}); it began there or in "
+                                 "the code after it")
                     break
         if name is None:
             o["why"] = ("the backward replayed finite: the non-finite gradient did not come "
@@ -398,8 +406,6 @@ class OriginTracer:
             o["direction"] = None
             return
         o.update(module=name, op=trail.back_op, module_type=type(m.get_submodule(name)).__name__)
-        if trail.back_bad_out is not None and trail.back_bad_out != name:
-            o["note"] = f"{trail.back_bad_out or 'the model'} received a non-finite gradient"
 
     def _grad(self, m, t, params, trail: _Trail, hooks: bool, o: dict):
         import torch
@@ -513,6 +519,7 @@ def _summary(o: dict) -> str:
     if o.get("direction"):
         s = f"{o['direction']} of {where}: {label} "
         s += ("produced it from finite inputs" if o["direction"] == "forward" else
+              "got a non-finite parameter gradient" if o.get("by") else
               "turned a finite gradient into a non-finite one")
         if o.get("op"):
             s += f" (op {o['op']})"
