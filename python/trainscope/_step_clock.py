@@ -250,7 +250,7 @@ class ClockUpcalls:
             if ns.violated(name, value, step):
                 reason = f"{ns.rule_id}: {name} is {value} at step {step}"
                 if origin is not None:
-                    reason += f"; it began in the {origin['summary']}"
+                    reason += f"; where it began: {origin['summary']}"
                 self._nonfinite_local_step = step  # DDP: told to the ranks (_comm_timing.py)
                 try:
                     if self._writer is not None:
@@ -283,7 +283,7 @@ class ClockUpcalls:
         from ._run import _worker_rank
         origin = tracer.find(name, step, _worker_rank())
         tracer.remove()  # nothing more to keep: the origin is found once per run
-        log.warning("trainscope: non-finite %s: it began in the %s", name, origin["summary"])
+        log.warning("trainscope: non-finite %s; where it began: %s", name, origin["summary"])
         try:
             if self._writer is not None:
                 self._writer.add_event(EVENT.NONFINITE_ORIGIN, json.dumps(origin, default=str))

@@ -73,6 +73,23 @@ TEST(AnalyzeTest, FaultyRunTimelineFindingsAndCost) {
   ASSERT_EQ(a.profiles.size(), 1u);
 }
 
+TEST(AnalyzeTest, WhereTheNanBeganIsTheEvidenceOfTheNanFinding) {
+  RunData d = MakeSyntheticRun(Kind("faulty"));
+  std::string before = Analyze(d, Price(3.6)).findings[0].evidence;
+  // the hook's nonfinite_origin event (python/trainscope/_nan_origin.py); the first one counts
+  d.events.push_back({"nonfinite_origin", d.end_us - 2,
+                      R"({"step": 2400, "direction": "forward", "module": "enc.2",)"
+                      R"( "summary": "forward of rank 1, step 2400: enc.2 (Fault) produced it)"
+                      R"( from finite inputs (op torch.log)"})"});
+  d.events.push_back({"nonfinite_origin", d.end_us - 1, R"({"summary": "a later one"})"});
+  RunAnalysis a = Analyze(d, Price(3.6));
+  ASSERT_EQ(a.findings[0].rule, "exploding_tensor");
+  EXPECT_EQ(a.findings[0].evidence,
+            before + "; where it began: forward of rank 1, step 2400: enc.2 (Fault) produced it "
+                     "from finite inputs (op torch.log)");
+  EXPECT_EQ(a.findings[1].evidence.find("where it began"), std::string::npos);  // dataloader's
+}
+
 TEST(AnalyzeTest, HealthyRunHasNoFindingsAndNoStopSaving) {
   RunAnalysis a = Analyze(MakeSyntheticRun(Kind("healthy")), Price(1.0));
   EXPECT_TRUE(a.findings.empty());

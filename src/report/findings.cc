@@ -98,4 +98,25 @@ Finding MakeFinding(const RuleEventRecord& e, uint64_t firings, const Measuremen
   return f;
 }
 
+namespace report_internal {
+
+void AddNonfiniteOrigin(const RunData& d, RunAnalysis* a) {
+  std::string summary;
+  for (const auto& e : d.events) {  // by wall time: the first is where it began
+    if (e.kind != schema::event::kNonfiniteOrigin) continue;
+    auto j = nlohmann::json::parse(e.json, nullptr, false);
+    if (j.is_object() && j.contains("summary") && j["summary"].is_string()) {
+      summary = j["summary"].get<std::string>();
+      break;
+    }
+  }
+  if (summary.empty()) return;
+  for (Finding& f : a->findings) {
+    if (f.rule.rfind("exploding_tensor", 0) == 0 || f.rule.rfind("dead_loss", 0) == 0) {
+      f.evidence += "; where it began: " + summary;
+    }
+  }
+}
+
+}  // namespace report_internal
 }  // namespace trainscope

@@ -107,7 +107,7 @@ def test_log_of_a_negative_number_is_named_forward_in_its_module(tmp_path):
     assert o["module_type"] == "Fault" and o["op"] == "torch.log", o
     assert o["bad_input"] is None and o["rank"] == 0 and o["trigger"] == "losses/loss", o
     assert "body.2 (Fault)" in o["summary"] and "torch.log" in o["summary"], o
-    assert "it began in the forward of rank 0, step 4: body.2" in reason, reason
+    assert "where it began: forward of rank 0, step 4: body.2" in reason, reason
 
 
 def test_division_by_zero_is_named_forward_in_its_module(tmp_path):
@@ -173,7 +173,7 @@ def test_a_nan_only_in_backward_is_named_backward_in_its_module(tmp_path):
     assert o["trigger"].startswith("gradients/"), o
     assert o["direction"] == "backward" and o["module"] == "body.2", o
     assert o["module_type"] == "SqrtNorm" and o["op"].startswith("aten."), o
-    assert "backward of rank 0, step 4: body.2 (SqrtNorm)" in reason, reason
+    assert "where it began: backward of rank 0, step 4: body.2 (SqrtNorm)" in reason, reason
 
 
 def test_a_compiled_model_is_replayed_eagerly(tmp_path):
