@@ -138,6 +138,25 @@ class _Trail:
         self.back_bad_out: Optional[str] = None         # first module that received a bad grad
 
 
+def _mutates(name: str, kwargs) -> bool:
+    """An op that writes into its inputs (``add_``, ``out=``): they are checked before it."""
+    return (name.endswith("_") and not name.endswith("__")) or "out" in kwargs
+
+
+def _first_bad_call(func, name: str, args, kwargs, on_bad) -> Any:
+    """Calls func; on_bad() when its result is non-finite while its inputs were finite (the
+    inputs are checked after the call, and only then, unless the op writes into them)."""
+    before_ok = not _any_bad((args, kwargs)) if _mutates(name, kwargs) else None
+    out = func(*args, **kwargs)
+    try:
+        if _any_bad(out) and (before_ok if before_ok is not None
+                              else not _any_bad((args, kwargs))):
+            on_bad()
+    except Exception:
+        pass
+    return out
+
+
 def _function_mode(trail: _Trail):
     from torch.overrides import TorchFunctionMode
 
@@ -146,14 +165,10 @@ def _function_mode(trail: _Trail):
             kwargs = kwargs or {}
             if trail.op is not None:
                 return func(*args, **kwargs)
-            inputs_ok = not _any_bad((args, kwargs))  # before: an in-place op changes them
-            out = func(*args, **kwargs)
-            try:
-                if inputs_ok and _any_bad(out):
-                    trail.op = (_op_name(func), trail.stack[-1] if trail.stack else "")
-            except Exception:
-                pass
-            return out
+
+            def found():
+                trail.op = (_op_name(func), trail.stack[-1] if trail.stack else "")
+            return _first_bad_call(func, getattr(func, "__name__", ""), args, kwargs, found)
 
     return FirstBadOp()
 
@@ -166,14 +181,11 @@ def _dispatch_mode(trail: _Trail):
             kwargs = kwargs or {}
             if trail.back_op is not None:
                 return func(*args, **kwargs)
-            inputs_ok = not _any_bad((args, kwargs))
-            out = func(*args, **kwargs)
-            try:
-                if inputs_ok and _any_bad(out):
-                    trail.back_op = "aten." + func.overloadpacket.__name__
-            except Exception:
-                pass
-            return out
+            name = func.overloadpacket.__name__
+
+            def found():
+                trail.back_op = "aten." + name
+            return _first_bad_call(func, name, args, kwargs, found)
 
     return FirstBadAten()
 
@@ -320,12 +332,12 @@ class OriginTracer:
                          module_type=type(m.get_submodule(name)).__name__)
                 self._weights_note(o, m.get_submodule(name))
                 return
-            if trigger.startswith("losses/") or self.grad_out is None:
-                o.update(direction="forward", module=None,
-                         why="the model's forward replayed finite: the non-finite value came "
-                             "from the loss computation (outside the model)"
-                         if trigger.startswith("losses/") else
-                         "the forward replayed finite and no gradient was kept")
+            if trigger.startswith("losses/"):
+                o.update(direction="forward", module=None, where="loss",
+                         why="the model's forward replayed finite")
+                return
+            if self.grad_out is None:
+                o["why"] = "the forward replayed finite and no gradient was kept"
                 return
             self._backward(m, out, trail, o)
 
@@ -516,6 +528,9 @@ def _summary(o: dict) -> str:
         if o.get("note"):
             s += f"; {o['note']}"
         return s
+    if o.get("where") == "loss":
+        return (f"forward of {where}: the loss computation, outside the model (the model's "
+                "output replayed finite)")
     if o.get("direction"):
         s = f"{o['direction']} of {where}: {label} "
         s += ("produced it from finite inputs" if o["direction"] == "forward" else
