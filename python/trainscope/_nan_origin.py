@@ -269,7 +269,7 @@ class OriginTracer:
             self._hook._fail("nan origin", e)
 
     # ------------------------------------------------------------ the replay (once)
-    def find(self, trigger: str, step: int, rank: int) -> dict:
+    def find(self, trigger: str, step: int, rank: int, on_training_thread: bool = True) -> dict:
         """The origin of the non-finite `trigger` (a loss or gradient name) seen at `step`:
         a dict with rank, step, direction, module, op, bad_input, summary (plain words),
         replay_ms; never raises."""
@@ -281,6 +281,8 @@ class OriginTracer:
             if self._fsdp:
                 o["why"] = ("FSDP: sharded parameters need the ranks' collectives, the step is "
                             "not replayed")
+            elif not on_training_thread:
+                o["why"] = "the value was seen off the training thread; the step is not replayed"
             elif self.step != step:
                 o["why"] = (f"the inputs of step {step} are gone (the value was read at step "
                             f"{self.step}, e.g. a loss copied from the GPU later)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from typing import TYPE_CHECKING, Optional
 
@@ -281,7 +282,10 @@ class ClockUpcalls:
         if tracer is None or tracer.origin is not None:
             return None
         from ._run import _worker_rank
-        origin = tracer.find(name, step, _worker_rank())
+        # the model runs on the training thread only (a loss copied from a device may be
+        # written from another)
+        origin = tracer.find(name, step, _worker_rank(),
+                             threading.get_ident() == self._owner_thread)
         tracer.remove()  # nothing more to keep: the origin is found once per run
         log.warning("trainscope: non-finite %s; where it began: %s", name, origin["summary"])
         try:

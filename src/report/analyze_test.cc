@@ -78,9 +78,9 @@ TEST(AnalyzeTest, WhereTheNanBeganIsTheEvidenceOfTheNanFinding) {
   std::string before = Analyze(d, Price(3.6)).findings[0].evidence;
   // the hook's nonfinite_origin event (python/trainscope/_nan_origin.py); the first one counts
   d.events.push_back({"nonfinite_origin", d.end_us - 2,
-                      R"({"step": 2400, "direction": "forward", "module": "enc.2",)"
-                      R"( "summary": "forward of rank 1, step 2400: enc.2 (Fault) produced it)"
-                      R"( from finite inputs (op torch.log)"})"});
+                      R"j({"step": 2400, "direction": "forward", "module": "enc.2",)j"
+                      R"j( "summary": "forward of rank 1, step 2400: enc.2 (Fault) produced it)j"
+                      R"j( from finite inputs (op torch.log)"})j"});
   d.events.push_back({"nonfinite_origin", d.end_us - 1, R"({"summary": "a later one"})"});
   RunAnalysis a = Analyze(d, Price(3.6));
   ASSERT_EQ(a.findings[0].rule, "exploding_tensor");
