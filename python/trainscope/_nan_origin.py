@@ -81,6 +81,15 @@ def _tensors(value, prefix: str = "", depth: int = 0):
             yield from _tensors(v, f"{prefix}[{k!r}]" if prefix else repr(k), depth + 1)
 
 
+def _differentiable(output):
+    """The model output whose gradient the tracer keeps: the first floating tensor with a
+    grad_fn (a tensor, or in a tuple, list, dict or ModelOutput)."""
+    for _, t in _tensors(output):
+        if t.grad_fn is not None:
+            return t
+    return None
+
+
 def _bad(t) -> bool:
     """t holds a NaN or Inf."""
     import torch
@@ -228,9 +237,8 @@ class OriginTracer:
             self.autocast = _autocast_state()
             self.grad_out = None
             if self._check_grads and self.origin is None and not h._scalers:
-                t = output if not isinstance(output, (tuple, list)) else \
-                    next((o for o in output if hasattr(o, "grad_fn")), None)
-                if t is not None and getattr(t, "grad_fn", None) is not None:
+                t = _differentiable(output)
+                if t is not None:
                     t.register_hook(self._on_grad_out)
         except Exception as e:
             self._hook._fail("nan origin", e)
@@ -380,10 +388,8 @@ class OriginTracer:
                 h.remove()
 
     def _backward(self, m, out, trail: _Trail, o: dict) -> None:
-        import torch
-        t = out if isinstance(out, torch.Tensor) else next(
-            (x for x in out if isinstance(x, torch.Tensor) and x.grad_fn is not None), None)
-        if t is None or t.grad_fn is None or tuple(t.shape) != tuple(self.grad_out.shape):
+        t = _differentiable(out)
+        if t is None or tuple(t.shape) != tuple(self.grad_out.shape):
             o["why"] = "the forward replayed finite; its output cannot be differentiated again"
             return
         params = [p for _, p in self._params]
@@ -443,8 +449,7 @@ class OriginTracer:
                     if mod is not m:  # the root's forward is called directly
                         handles.append(mod.register_full_backward_hook(back(name)))
                 out = self._forward(m, _Trail())  # again: the hooks wrap the tensors
-                t = out if isinstance(out, torch.Tensor) else next(
-                    x for x in out if isinstance(x, torch.Tensor) and x.grad_fn is not None)
+                t = _differentiable(out)
             with _dispatch_mode(trail):
                 return torch.autograd.grad([t], params, grad_outputs=[self.grad_out],
                                            allow_unused=True)
