@@ -392,19 +392,24 @@ class OriginTracer:
         if t is None or tuple(t.shape) != tuple(self.grad_out.shape):
             o["why"] = "the forward replayed finite; its output cannot be differentiated again"
             return
+        if _bad(self.grad_out):  # what the loss computation gave the model was already bad
+            o.update(direction="backward", module=None, where="loss")
+            return
         params = [p for _, p in self._params]
+        refused = False
         with warnings.catch_warnings():
             # torch says that a module whose inputs need no gradient fires its hook with
             # its outputs' gradients: what is checked here
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
             grads = self._grad(m, t, params, trail, hooks=True, o=o)
             if grads is None:  # full backward hooks refused (an in-place op on an output)
+                refused = True
                 grads = self._grad(m, t, params, trail, hooks=False, o=o)
         o["direction"] = "backward"
         name = trail.back_module
         if name is None and grads is not None:
-            # without module hooks: the last module in forward order with a non-finite
-            # parameter gradient (the NaN flows back to the modules before it)
+            # by the parameter gradients: the last module in forward order with a non-finite
+            # one (the NaN flows back into the modules before it)
             owners = {}
             for (pname, _), g in zip(self._params, grads):
                 if g is not None and _bad(g):
@@ -414,10 +419,12 @@ class OriginTracer:
                 if mod in owners:
                     name = mod
                     o["by"] = "parameter gradients"
-                    o["note"] = ("an in-place op refused module backward hooks: named as the "
-                                 "last module in forward order whose parameters got a "
-                                 f"non-finite gradient ({owners[mod]}); it began there or in "
-                                 "the code after it")
+                    o["note"] = (
+                        ("an in-place op refused module backward hooks: " if refused else
+                         "no module turned a finite input gradient non-finite: ") +
+                        "named as the last module in forward order whose parameters got a "
+                        f"non-finite gradient ({owners[mod]}); it began there or in the code "
+                        "after it")
                     break
         if name is None:
             o["why"] = ("the backward replayed finite: the non-finite gradient did not come "
@@ -536,8 +543,9 @@ def _summary(o: dict) -> str:
             s += f"; {o['note']}"
         return s
     if o.get("where") == "loss":
-        return (f"forward of {where}: the loss computation, outside the model (the model's "
-                "output replayed finite)")
+        return (f"{o['direction']} of {where}: the loss computation, outside the model ("
+                + ("the model's output replayed finite)" if o["direction"] == "forward" else
+                   "the gradient it gave the model's output was already non-finite)"))
     if o.get("direction"):
         s = f"{o['direction']} of {where}: {label} "
         s += ("produced it from finite inputs" if o["direction"] == "forward" else

@@ -107,7 +107,6 @@ def test_nan_input_on_one_rank_with_the_readme_usage_stops_both_at_its_step(tmp_
     o = origins[0]
     assert o["rank"] == 1 and o["worker"] == "worker-1" and o["step"] == 60, o
     assert o["direction"] == "forward" and o["bad_input"].startswith("input 0 of the model"), o
-    assert "where it began: input 0 of the model" in exits[1]["reason"], exits
     for r in range(2):
         d = out / f"ckpt-{r}"
         for f in d.glob("ckpt-*.pt"):

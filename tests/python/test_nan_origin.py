@@ -233,3 +233,31 @@ def test_without_a_nan_stop_nothing_is_armed(tmp_path):
     assert hook._origin_tracer is None
     assert len(model._forward_hooks) == 1  # the step clock's own
     hook.close()
+
+
+def test_an_in_place_op_after_a_module_falls_back_to_parameter_gradients(tmp_path):
+    # ReLU(inplace=True) on a hooked module's output refuses full backward hooks: the module
+    # is then the last one in forward order with a non-finite parameter gradient
+    norm = SqrtNorm()
+    model = Net(norm)
+    model.body[1] = nn.ReLU(inplace=True)
+    origins, _, left = train(tmp_path, model, inject=arm(norm))
+    o = only(origins)
+    assert left == FAULT_STEP and o["direction"] == "backward", o
+    assert o["by"] == "parameter gradients" and o["module"] == "body.2.proj", o
+    assert "in-place op refused module backward hooks" in o["summary"], o
+
+
+def test_a_nan_from_the_loss_computation_is_named_outside_the_model(tmp_path):
+    torch.manual_seed(0)
+    model = Net()
+    hook = ts.Hook(str(tmp_path / "run"), system_monitor_interval_ms=0,
+                   rules=[ts.Rule("exploding_tensor", actions=["stop_training"])])
+    hook.register_module(model)
+    crit = hook.register_loss(lambda out, y: ((out - y) ** 2).mean().log() * 0 / 0)
+    crit(model(torch.randn(6, 8)), torch.randn(6, 4))
+    assert hook.should_stop
+    hook.close()
+    o = only(ts.open_run(str(tmp_path / "run")).events("nonfinite_origin"))
+    assert o["direction"] == "forward" and o["where"] == "loss" and o["module"] is None, o
+    assert "the loss computation, outside the model" in o["summary"], o
