@@ -287,7 +287,8 @@ class ClockUpcalls:
         origin = tracer.find(name, step, _worker_rank(),
                              threading.get_ident() == self._owner_thread)
         tracer.remove()  # nothing more to keep: the origin is found once per run
-        log.warning("trainscope: non-finite %s; where it began: %s", name, origin["summary"])
+        # said at info level: the stop that follows says it (one line for a stop)
+        log.info("trainscope: non-finite %s; where it began: %s", name, origin["summary"])
         try:
             if self._writer is not None:
                 self._writer.add_event(EVENT.NONFINITE_ORIGIN, json.dumps(origin, default=str))
