@@ -6,8 +6,9 @@ with stop_training: the hook's ``_nonfinite_stops``); the default hook registers
 Armed, every forward of the registered model costs one Python forward hook that keeps
 *references* to the step's inputs (no copies) and the autocast state, and, for a model whose
 gradients live on the CPU outside DDP/FSDP and without a GradScaler, one hook on the model's
-output that keeps the gradient it receives and, when backward ends, one fused norm over the
-gradients (``torch._foreach_norm``) to see a NaN/Inf that appeared in backward only.
+output that keeps the gradient it receives and, when backward ends, one fused pass over the
+gradients (``torch._amp_foreach_non_finite_check_and_unscale_`` with a scale of 1.0) to see a
+NaN/Inf that appeared in backward only.
 
 At the first non-finite value (a loss the hook reads, or that gradient check) the step is
 replayed once, eagerly, before the optimizer step:
@@ -220,6 +221,7 @@ class OriginTracer:
         self.grad_out = None  # the gradient the model's first output received in backward
         self.origin: Optional[dict] = None  # what find() found (once per run)
         self._grad_step = -1
+        self._found = self._one = None  # the gradient check's flag and its scale of 1.0
         self._handle = model.register_forward_hook(self._on_forward, with_kwargs=True)
 
     def remove(self) -> None:
@@ -255,8 +257,8 @@ class OriginTracer:
         return None
 
     def _on_backward_end(self) -> None:
-        """Backward ended: one fused norm over the CPU gradients; a non-finite one goes to the
-        hook's non-finite check (which replays the step and may stop the training)."""
+        """Backward ended: one fused finiteness pass over the CPU gradients; a non-finite one goes
+        to the hook's non-finite check (which replays the step and may stop the training)."""
         try:
             import torch
             h = self._hook
@@ -265,13 +267,20 @@ class OriginTracer:
             grads = [p.grad for _, p in self._params if p.grad is not None]
             if not grads or not grads[0].is_cpu:
                 return
-            norms = torch._foreach_norm(grads)
-            if math.isfinite(float(torch.stack(norms).sum())):
-                return
-            for (name, p), n in zip(((n, p) for n, p in self._params if p.grad is not None),
-                                    norms):
-                if not math.isfinite(float(n)) and _bad(p.grad):
-                    h._check_nonfinite(f"gradients/{name}", float(n), self.step)
+            if self._found is None:
+                self._found, self._one = torch.zeros(1), torch.ones(1)
+            try:  # one fused pass (GradScaler's; times exactly 1.0 leaves every value as it is)
+                self._found.zero_()
+                torch._amp_foreach_non_finite_check_and_unscale_(grads, self._found, self._one)
+                if not float(self._found):
+                    return
+            except (RuntimeError, AttributeError):  # mixed devices, an older torch
+                if math.isfinite(float(torch.stack(torch._foreach_norm(grads)).sum())):
+                    return
+            for name, p in self._params:
+                if p.grad is not None and _bad(p.grad):
+                    bad = p.grad[~torch.isfinite(p.grad)].view(-1)[0]
+                    h._check_nonfinite(f"gradients/{name}", float(bad), self.step)
                     return
         except Exception as e:
             self._hook._fail("nan origin", e)
