@@ -1,8 +1,9 @@
 """What the NaN origin costs (docs/performance.md, "NaN origin"): the step time of a hook whose
 exploding_tensor rule stops training (origin armed: a forward hook keeping the inputs, the
-output's gradient hook, a fused gradient norm at backward end) against the same rule without
-stop_training (nothing armed), interleaved in one run; and the replay's own time at an injected
-NaN (forward: log of a negative number; backward: sqrt at 0), from the nonfinite_origin event.
+output's gradient hook, a fused finiteness pass over the gradients at backward end) against
+the same rule without stop_training (nothing armed), interleaved in one run; and the replay's
+own time at an injected NaN (forward: log of a negative number; backward: sqrt at 0), from the
+nonfinite_origin event.
 
     .venv/bin/python bench/nan_origin_cost.py [--steps 400] [--trials 5]
 """

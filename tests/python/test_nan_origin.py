@@ -261,3 +261,20 @@ def test_a_nan_from_the_loss_computation_is_named_outside_the_model(tmp_path):
     o = only(ts.open_run(str(tmp_path / "run")).events("nonfinite_origin"))
     assert o["direction"] == "forward" and o["where"] == "loss" and o["module"] is None, o
     assert "the loss computation, outside the model" in o["summary"], o
+
+
+def test_the_report_and_trainscope_rules_say_where_it_began(tmp_path, cli):
+    import json
+    import subprocess
+    fault = Fault("log")
+    train(tmp_path, Net(fault), inject=arm(fault))
+    run = str(tmp_path / "run")
+    said = "forward of rank 0, step 4: body.2 (Fault) produced it from finite inputs (op torch.log)"
+    rules = subprocess.run([cli, "rules", run], capture_output=True, text=True, timeout=60)
+    assert rules.returncode == 0, rules.stderr
+    assert f"where the non-finite value began:\n  {said}\n" in rules.stdout, rules.stdout
+    rep = subprocess.run([cli, "report", run, "--json", "--no-history"], capture_output=True,
+                         text=True, timeout=60)
+    assert rep.returncode == 0, rep.stderr
+    nan = [f for f in json.loads(rep.stdout)["findings"] if f["rule"] == "exploding_tensor"]
+    assert len(nan) == 1 and nan[0]["evidence"].endswith(f"; where it began: {said}"), nan
