@@ -342,7 +342,10 @@ class OriginTracer:
                     return
         # 3. forward, then 4. backward
         trail = _Trail()
-        with _restored(m), torch.enable_grad():
+        # only a gradient's origin needs the backward: a loss's forward replays without a graph
+        # (on a device nearly full, the step's own graph is still alive at that point)
+        backward = not trigger.startswith("losses/") and self.grad_out is not None
+        with _restored(m), torch.enable_grad() if backward else torch.no_grad():
             out = self._forward(m, trail)
             if trail.op is not None or trail.module is not None:
                 op, opmod = trail.op or (None, None)

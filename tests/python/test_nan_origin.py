@@ -192,10 +192,12 @@ def test_a_nan_only_in_backward_is_named_backward_in_its_module(tmp_path):
     assert "where it began: backward of rank 0, step 4: body.2 (SqrtNorm)" in reason, reason
 
 
-def test_a_compiled_model_is_replayed_eagerly(tmp_path):
-    # backend "eager": dynamo's graphs (which skip submodule hooks) without a C compiler
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_compiled_model_is_replayed_eagerly(tmp_path, backend):
+    # dynamo's graphs skip submodule hooks: the replay runs the original module eagerly
+    # ("eager": dynamo alone; "inductor": compiled C++ kernels, about 20 s on 2 vCPUs)
     fault = Fault("log")
-    model = torch.compile(Net(fault), backend="eager")
+    model = torch.compile(Net(fault), backend=backend)
     origins, _, left = train(tmp_path, model, inject=arm(fault))
     o = only(origins)
     assert left == FAULT_STEP, left
