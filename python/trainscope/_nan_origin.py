@@ -231,6 +231,14 @@ class OriginTracer:
             pass
         self.args, self.kwargs, self.grad_out = (), {}, None
 
+    def _broke(self, e: Exception) -> None:
+        """A per-step part failed: counted once, and the tracer disarms (it would fail every
+        step, and the hook degrades after max_errors); find() then says the inputs are gone."""
+        self._hook._fail("nan origin", e)
+        self._check_grads = False
+        self.step = -2
+        self.remove()
+
     # ----------------------------------------------------------------- every step (armed)
     def _on_forward(self, module, args, kwargs, output):
         try:
@@ -243,7 +251,7 @@ class OriginTracer:
                 if t is not None:
                     t.register_hook(self._on_grad_out)
         except Exception as e:
-            self._hook._fail("nan origin", e)
+            self._broke(e)
         return None
 
     def _on_grad_out(self, grad):
@@ -253,7 +261,7 @@ class OriginTracer:
             try:
                 self._queue(self._on_backward_end)
             except Exception as e:
-                self._hook._fail("nan origin", e)
+                self._broke(e)
         return None
 
     def _on_backward_end(self) -> None:
@@ -283,7 +291,7 @@ class OriginTracer:
                     h._check_nonfinite(f"gradients/{name}", float(bad), self.step)
                     return
         except Exception as e:
-            self._hook._fail("nan origin", e)
+            self._broke(e)
 
     # ------------------------------------------------------------ the replay (once)
     def find(self, trigger: str, step: int, rank: int, on_training_thread: bool = True) -> dict:

@@ -280,3 +280,18 @@ def test_the_report_and_trainscope_rules_say_where_it_began(tmp_path, cli):
     assert rep.returncode == 0, rep.stderr
     nan = [f for f in json.loads(rep.stdout)["findings"] if f["rule"] == "exploding_tensor"]
     assert len(nan) == 1 and nan[0]["evidence"].endswith(f"; where it began: {said}"), nan
+
+
+def test_a_failing_tracer_is_counted_once_and_disarms(tmp_path, monkeypatch):
+    from trainscope import _nan_origin
+
+    def broken():
+        raise RuntimeError("injected")
+    monkeypatch.setattr(_nan_origin, "_autocast_state", broken)
+    fault = Fault("log")
+    origins, reason, left = train(tmp_path, Net(fault), inject=arm(fault))
+    assert left == FAULT_STEP, left  # the NaN stop itself is untouched
+    o = only(origins)
+    assert not o["replayed"] and "inputs of step 4 are gone" in o["why"], o
+    hook_errors = ts.open_run(str(tmp_path / "run")).events("hook_error")
+    assert [e["where"] for e in hook_errors] == ["nan origin"], hook_errors
