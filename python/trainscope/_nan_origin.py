@@ -248,7 +248,7 @@ class OriginTracer:
             self.grad_out = None
             if self._check_grads and self.origin is None and not h._scalers:
                 t = _differentiable(output)
-                if t is not None:
+                if t is not None and t.is_cpu:  # on a device the check would synchronise
                     t.register_hook(self._on_grad_out)
         except Exception as e:
             self._broke(e)
