@@ -280,6 +280,7 @@ def test_the_report_and_trainscope_rules_say_where_it_began(tmp_path, cli):
     assert rep.returncode == 0, rep.stderr
     nan = [f for f in json.loads(rep.stdout)["findings"] if f["rule"] == "exploding_tensor"]
     assert len(nan) == 1 and nan[0]["evidence"].endswith(f"; where it began: {said}"), nan
+    assert nan[0]["recommendation"].startswith("Guard torch.log in body.2: "), nan
 
 
 def test_a_failing_tracer_is_counted_once_and_disarms(tmp_path, monkeypatch):
