@@ -246,7 +246,10 @@ class ClockUpcalls:
     def _check_nonfinite(self, name: str, value: float, step: int) -> None:
         if math.isfinite(value) or self._stop_reason is not None:
             return
-        origin = self._nonfinite_origin(name, step)
+        # found at the first non-finite value; a rule that needs several in a row
+        # (min_consecutive, dead_loss's num_steps) stops with it later
+        origin = self._nonfinite_origin(name, step) or getattr(self._origin_tracer, "origin",
+                                                               None)
         for ns in self._nonfinite_stops:
             if ns.violated(name, value, step):
                 reason = f"{ns.rule_id}: {name} is {value} at step {step}"

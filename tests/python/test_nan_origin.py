@@ -223,6 +223,9 @@ def test_the_replay_changes_nothing_and_is_once(tmp_path):
         crit(out, y)
         assert torch.equal(bn.running_mean, mean) and torch.equal(torch.get_rng_state(), rng)
     assert model.training and not hook.should_stop  # min_consecutive=3: no stop yet
+    crit(model(x), y)  # the third NaN in a row stops, with the origin found at the first
+    assert hook.should_stop and "where it began: forward of rank 0, step 0: body.2.1" \
+        in hook.stop_reason, hook.stop_reason
     hook.close()
     origins = ts.open_run(str(tmp_path / "run")).events("nonfinite_origin")
     assert [o["module"] for o in origins] == ["body.2.1"], origins
