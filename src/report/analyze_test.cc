@@ -79,7 +79,8 @@ TEST(AnalyzeTest, WhereTheNanBeganIsTheEvidenceOfTheNanFinding) {
   std::string before = plain.evidence;
   // the hook's nonfinite_origin event (python/trainscope/_nan_origin.py); the first one counts
   d.events.push_back({"nonfinite_origin", d.end_us - 2,
-                      R"j({"step": 2400, "direction": "forward", "module": "enc.2", "op": "torch.log",)j"
+                      R"j({"step": 2400, "direction": "forward", "module": "enc.2",)j"
+                      R"j( "op": "torch.log",)j"
                       R"j( "summary": "forward of rank 1, step 2400: enc.2 (Fault) produced it)j"
                       R"j( from finite inputs (op torch.log)"})j"});
   d.events.push_back({"nonfinite_origin", d.end_us - 1, R"({"summary": "a later one"})"});
