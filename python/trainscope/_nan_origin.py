@@ -308,6 +308,10 @@ class OriginTracer:
                             "not replayed")
             elif not on_training_thread:
                 o["why"] = "the value was seen off the training thread; the step is not replayed"
+            elif self.step == -1:
+                o["why"] = ("the registered model's forward was never called (a "
+                            "LightningModule's training_step may call its submodules "
+                            "directly): no inputs to replay")
             elif self.step != step:
                 o["why"] = (f"the inputs of step {step} are gone (the value was read at step "
                             f"{self.step}, e.g. a loss copied from the GPU later)")
