@@ -181,6 +181,7 @@ inline constexpr char kHookError[] = "hook_error";
 inline constexpr char kStorageWarning[] = "storage_warning";
 inline constexpr char kTorchCompile[] = "torch_compile";
 inline constexpr char kNonfiniteLossStop[] = "nonfinite_loss_stop";
+inline constexpr char kNonfiniteOrigin[] = "nonfinite_origin";  // where a NaN/Inf began
 inline constexpr char kProfilerWindow[] = "profiler_window";  // the profiled steps began
 // Stop requests (control/stop.json, rules, the agreed stop across ranks).
 inline constexpr char kStopRequested[] = "stop_requested";

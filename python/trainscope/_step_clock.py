@@ -12,7 +12,9 @@ in ``ClockUpcalls``. The constants the hook passes to the clock (``CALLBACK_*`` 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import threading
 import time
 from typing import TYPE_CHECKING, Optional
 
@@ -23,6 +25,8 @@ from .collection import NEVER
 
 if TYPE_CHECKING:
     from ._capture import _Plan
+
+log = logging.getLogger("trainscope")
 
 MODES = (Mode.TRAIN, Mode.EVAL, Mode.PREDICT)  # training modes (GLOBAL is for readers)
 
@@ -237,12 +241,20 @@ class ClockUpcalls:
     _nonfinite_stops: list = []  # rules.NonfiniteStop of the rules that stop on a NaN loss
     _nonfinite_local_step = None  # the step whose loss was non-finite on this rank
 
+    _origin_tracer = None  # _nan_origin.OriginTracer while a rule stops on a NaN
+
     def _check_nonfinite(self, name: str, value: float, step: int) -> None:
         if math.isfinite(value) or self._stop_reason is not None:
             return
+        # found at the first non-finite value; a rule that needs several in a row
+        # (min_consecutive, dead_loss's num_steps) stops with it later
+        origin = self._nonfinite_origin(name, step) or getattr(self._origin_tracer, "origin",
+                                                               None)
         for ns in self._nonfinite_stops:
             if ns.violated(name, value, step):
                 reason = f"{ns.rule_id}: {name} is {value} at step {step}"
+                if origin is not None:
+                    reason += f"; where it began: {origin['summary']}"
                 self._nonfinite_local_step = step  # DDP: told to the ranks (_comm_timing.py)
                 try:
                     if self._writer is not None:
@@ -253,6 +265,39 @@ class ClockUpcalls:
                     pass
                 self._request_stop_inprocess(reason, source="rule")
                 return
+
+    def _arm_origin(self) -> None:
+        """A rule stops on a NaN and a model is registered: the origin of the first non-finite
+        value will be searched by replaying its step (_nan_origin.py)."""
+        if not self._nonfinite_stops or self._model is None or self._origin_tracer is not None:
+            return
+        try:
+            from ._nan_origin import OriginTracer
+            self._origin_tracer = OriginTracer(self, self._model)
+            self._handles.append(self._origin_tracer)  # removed at close
+        except Exception as e:
+            self._fail("nan origin", e)
+
+    def _nonfinite_origin(self, name: str, step: int) -> Optional[dict]:
+        """The first non-finite value of the run: its step replayed (once), the origin written
+        as a nonfinite_origin event and said in the log; None when not armed or done before."""
+        tracer = self._origin_tracer
+        if tracer is None or tracer.origin is not None:
+            return None
+        from ._run import _worker_rank
+        # the model runs on the training thread only (a loss copied from a device may be
+        # written from another)
+        origin = tracer.find(name, step, _worker_rank(),
+                             threading.get_ident() == self._owner_thread)
+        tracer.remove()  # nothing more to keep: the origin is found once per run
+        # said at info level: the stop that follows says it (one line for a stop)
+        log.info("trainscope: non-finite %s; where it began: %s", name, origin["summary"])
+        try:
+            if self._writer is not None:
+                self._writer.add_event(EVENT.NONFINITE_ORIGIN, json.dumps(origin, default=str))
+        except Exception as e:
+            self._fail("nan origin", e)
+        return origin
 
     def _slow_dev_losses(self) -> None:
         """The clock kept 16 one-element device losses: start their copy to the host."""

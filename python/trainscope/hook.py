@@ -21,6 +21,8 @@ Cost: on a step where no collection saves, no Python of the hook runs: the callb
 calls are the C step clock's (python/stepclock/), which counts and times the step,
 reads the loss and queues one StepRecord and one scalar (about 2-3 µs). Gradient hooks and
 layer forward hooks are registered only for the steps that save them and removed after them.
+A rule that stops on a NaN arms the search for its origin (_nan_origin.py: a forward hook
+keeping the inputs, a gradient check at backward end; docs/performance.md, "NaN origin").
 
 PyTorch 2.1 or later: torch.compile'd models (either registration order), autocast and
 low-precision tensors, torch.amp.GradScaler (``register_scaler``) and clip_grad_norm_
@@ -310,6 +312,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             if self.strict:
                 raise
             self._fail("register_module", e)
+        self._arm_origin()  # a rule stops on a NaN: where it began (_nan_origin.py)
         try:
             from . import _comm_timing, _distributed
             self._grads_final_only = _comm_timing.is_ddp(module) or self._shards is not None

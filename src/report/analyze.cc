@@ -89,6 +89,7 @@ void Findings(const RunData& d, RunAnalysis* a) {
     a->findings.push_back(MakeFinding(*slot.first, slot.second, a->m));
     a->rules_fired.push_back(rule);
   }
+  report_internal::AddNonfiniteOrigin(d, a);
   report_internal::AddOomFindings(d, a);
   for (const auto& r : clean) {
     if (!fired.count(r)) a->rules_clean.push_back(r);

@@ -73,6 +73,28 @@ TEST(AnalyzeTest, FaultyRunTimelineFindingsAndCost) {
   ASSERT_EQ(a.profiles.size(), 1u);
 }
 
+TEST(AnalyzeTest, WhereTheNanBeganIsTheEvidenceOfTheNanFinding) {
+  RunData d = MakeSyntheticRun(Kind("faulty"));
+  Finding plain = Analyze(d, Price(3.6)).findings[0];
+  std::string before = plain.evidence;
+  // the hook's nonfinite_origin event (python/trainscope/_nan_origin.py); the first one counts
+  d.events.push_back({"nonfinite_origin", d.end_us - 2,
+                      R"j({"step": 2400, "direction": "forward", "module": "enc.2",)j"
+                      R"j( "op": "torch.log",)j"
+                      R"j( "summary": "forward of rank 1, step 2400: enc.2 (Fault) produced it)j"
+                      R"j( from finite inputs (op torch.log)"})j"});
+  d.events.push_back({"nonfinite_origin", d.end_us - 1, R"({"summary": "a later one"})"});
+  RunAnalysis a = Analyze(d, Price(3.6));
+  ASSERT_EQ(a.findings[0].rule, "exploding_tensor");
+  EXPECT_EQ(a.findings[0].evidence,
+            before + "; where it began: forward of rank 1, step 2400: enc.2 (Fault) produced it "
+                     "from finite inputs (op torch.log)");
+  EXPECT_EQ(a.findings[0].recommendation,
+            "Guard torch.log in enc.2: it made a NaN/Inf from finite inputs (clamp its input, "
+            "add an epsilon, or run it in float32 under autocast). " + plain.recommendation);
+  EXPECT_EQ(a.findings[1].evidence.find("where it began"), std::string::npos);  // dataloader's
+}
+
 TEST(AnalyzeTest, HealthyRunHasNoFindingsAndNoStopSaving) {
   RunAnalysis a = Analyze(MakeSyntheticRun(Kind("healthy")), Price(1.0));
   EXPECT_TRUE(a.findings.empty());

@@ -98,4 +98,63 @@ Finding MakeFinding(const RuleEventRecord& e, uint64_t firings, const Measuremen
   return f;
 }
 
+namespace report_internal {
+namespace {
+
+std::string Str(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// What to do about where it began (the words of python/trainscope/_nan_origin.py's event).
+std::string OriginAdvice(const nlohmann::json& o) {
+  std::string bad = Str(o, "bad_input"), op = Str(o, "op"), module = Str(o, "module");
+  std::string where = module.empty() ? "the model's own forward" : module;
+  if (bad.rfind("input", 0) == 0 || bad.rfind("keyword input", 0) == 0) {
+    return "The batch was already non-finite: check the data (the loader, its transforms and "
+           "normalisation) before the model.";
+  }
+  if (bad.rfind("parameter", 0) == 0 || bad.rfind("buffer", 0) == 0 ||
+      Str(o, "note").find("weights exploded") != std::string::npos) {
+    return "The weights exploded: lower the learning rate (try 10x smaller) or clip gradients.";
+  }
+  if (Str(o, "where") == "loss") {
+    return "The loss computation made it, outside the model: guard its log/division against 0.";
+  }
+  if (Str(o, "direction") == "forward") {
+    return "Guard " + (op.empty() ? std::string("the ops") : op) + " in " + where +
+           ": it made a NaN/Inf from finite inputs (clamp its input, add an epsilon, or run it "
+           "in float32 under autocast).";
+  }
+  if (Str(o, "direction") == "backward") {
+    return "The backward of " + where + (op.empty() ? "" : " (" + op + ")") +
+           " made it from a finite gradient: an op with an infinite derivative there (sqrt, "
+           "log, pow or norm at 0); add an epsilon.";
+  }
+  return "";
+}
+
+}  // namespace
+
+void AddNonfiniteOrigin(const RunData& d, RunAnalysis* a) {
+  nlohmann::json origin;
+  for (const auto& e : d.events) {  // by wall time: the first is where it began
+    if (e.kind != schema::event::kNonfiniteOrigin) continue;
+    auto j = nlohmann::json::parse(e.json, nullptr, false);
+    if (j.is_object() && !Str(j, "summary").empty()) {
+      origin = std::move(j);
+      break;
+    }
+  }
+  if (origin.is_null()) return;
+  std::string advice = OriginAdvice(origin);
+  for (Finding& f : a->findings) {
+    if (f.rule.rfind("exploding_tensor", 0) == 0 || f.rule.rfind("dead_loss", 0) == 0) {
+      f.evidence += "; where it began: " + Str(origin, "summary");
+      if (!advice.empty()) f.recommendation = advice + " " + f.recommendation;
+    }
+  }
+}
+
+}  // namespace report_internal
 }  // namespace trainscope

@@ -78,6 +78,9 @@ void AddOomFindings(const RunData& d, RunAnalysis* a);
 // A finding per stream whose writer died (RunData::dead_streams), put before every other
 // finding (dead_ranks.cc).
 void AddDeadRankFindings(const RunData& d, RunAnalysis* a);
+// The first nonfinite_origin event (where a NaN/Inf began: python/trainscope/_nan_origin.py)
+// appended to the evidence of the exploding_tensor and dead_loss findings (findings.cc).
+void AddNonfiniteOrigin(const RunData& d, RunAnalysis* a);
 int GpuCount(const SystemTable& t);  // number of gpu<i>.util columns (or gpu.count)
 
 // Formatting helpers (locale independent).

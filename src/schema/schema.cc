@@ -169,8 +169,9 @@ const std::vector<std::string_view>& EventKinds() {
   using namespace event;  // NOLINT: the list below is the namespace, in order
   static const std::vector<std::string_view> kinds = {
       kRunStart, kRunEnd, kStreamEnd, kHookError, kStorageWarning, kTorchCompile,
-      kNonfiniteLossStop, kProfilerWindow, kStopRequested, kStopRequestInvalid, kStopHonoured,
-      kStopDeferred, kStopAgreed, kStopSyncOn, kStopSyncOff, kStopSyncStats, kStacksCaptured,
+      kNonfiniteLossStop, kNonfiniteOrigin, kProfilerWindow, kStopRequested, kStopRequestInvalid,
+      kStopHonoured, kStopDeferred, kStopAgreed, kStopSyncOn, kStopSyncOff, kStopSyncStats,
+      kStacksCaptured,
       kCheckpoint, kCheckpointSkipped, kCheckpointInvalid, kCheckpointFailed, kPreempted, kResumed,
       kRollback, kRollbackRecovered, kRollbackFailed, kLaunchFailed, kChildStarted,
       kSignalForwarded, kChildTerminated, kChildExited, kInstrumentation, kInstrumentationStoodDown,

@@ -127,3 +127,39 @@ def test_requests_without_the_token_are_refused(work):
         assert status(url + "static/dygraphs/dygraph.min.js", {"Authorization": "Bearer tok"}) == 200
     finally:
         server.stop()
+
+
+def test_the_event_list_says_where_a_nan_began(browser, work):
+    # a real training whose NaN began in a named module (tests/python/test_nan_origin.py's);
+    # the dashboard's event list shows the nonfinite_origin event's words, not its JSON
+    import torch
+    from torch import nn
+
+    import trainscope as ts
+    runs = work / "runs"
+    hook = ts.Hook(str(runs / "nan"), system_monitor_interval_ms=0,
+                   rules=[ts.Rule("exploding_tensor", actions=["stop_training"])])
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 1))
+    hook.register_module(model)
+    crit = hook.register_loss(nn.MSELoss())
+    with torch.no_grad():
+        model[1].weight.fill_(float("inf"))
+    crit(model(torch.randn(3, 4)), torch.randn(3, 1))
+    hook.close()
+    token = "dash-" + secrets.token_hex(6)
+    server = None
+    try:
+        server, url = serve(runs, token)
+        origin = url.rstrip("/")
+        page, problems = open_page(browser, url + "?token=" + token + "#/",
+                                   local=lambda u: u.startswith(origin + "/"))
+        page.wait_for_selector('a[data-run="nan"]')
+        page.click('a[data-run="nan"]')
+        said = "parameter 1.weight (4 Inf of 4 non-finite) was already non-finite"
+        page.wait_for_function("(s) => (document.querySelector('#events')?.textContent || '')"
+                               ".includes(s)", arg=said, timeout=30000)
+        assert '"bad_input"' not in page.text_content("#events")
+        assert [e for e in problems.console if e.startswith("pageerror")] == []
+    finally:
+        if server is not None:
+            server.stop()

@@ -101,6 +101,12 @@ def test_nan_input_on_one_rank_with_the_readme_usage_stops_both_at_its_step(tmp_
         assert e["stopped_at"] in (60, 61), exits
         assert "exploding_tensor" in e["reason"], e
         assert e["checkpoints"] and max(e["checkpoints"]) <= 61, e
+    # where it began: on rank 1, in its data, at the step of the NaN (nobody else replays)
+    origins = ts.open_run(str(out)).events("nonfinite_origin")
+    assert len(origins) == 1, origins
+    o = origins[0]
+    assert o["rank"] == 1 and o["worker"] == "worker-1" and o["step"] == 60, o
+    assert o["direction"] == "forward" and o["bad_input"].startswith("input 0 of the model"), o
     for r in range(2):
         d = out / f"ckpt-{r}"
         for f in d.glob("ckpt-*.pt"):

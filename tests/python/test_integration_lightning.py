@@ -153,6 +153,11 @@ def test_nan_fault_fires_the_rule_and_stops_through_lightning(tmp_path):
     assert [seen[s] for s in steps if not math.isnan(seen[s])] == \
         pytest.approx([v for v in values if not math.isnan(v)], rel=1e-6)
     assert all(math.isnan(v) for s, v in zip(steps, values) if s >= fault)
+    # its training_step calls self.net, never the LightningModule's forward: nothing to replay,
+    # and the origin says why instead of guessing
+    origin = run.events("nonfinite_origin")
+    assert len(origin) == 1 and not origin[0]["replayed"], origin
+    assert "forward was never called" in origin[0]["why"], origin
 
 
 def test_gradient_accumulation_one_step_per_optimizer_step(tmp_path):

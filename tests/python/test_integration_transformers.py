@@ -106,9 +106,13 @@ def test_nan_fault_stops_the_trainer_after_its_checkpoint(tmp_path):
         train_dataset=Tokens(256, 0), callbacks=[Poison(fault), cb])
     trainer.train()
     stopped_at = trainer.state.global_step
-    assert fault < stopped_at < 3000
+    # the NaN's own step: its non-finite gradients are seen when its backward ends
+    assert fault <= stopped_at < 3000
 
     run = ts.open_run(cb.out_dir)
+    origin = run.events("nonfinite_origin")  # where it began: the poisoned weights
+    assert len(origin) == 1, origin
+    assert origin[0]["bad_input"].startswith("parameter classifier.weight"), origin
     by_step = {r["step"]: r for r in run.step_records()}
     fired = [e for e in run.rule_events() if e["rule"] == "exploding_tensor"
              and e["status"] == "IssuesFound"]

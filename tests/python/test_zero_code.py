@@ -53,6 +53,10 @@ def test_fault_is_caught_and_stops_the_job(cli, tmp_path):
     assert steps[-1] == 150 and np.isnan(losses[-1]) and np.isfinite(losses[:-1]).all()
     assert printed_losses(p.stdout)[0][-1] == 149
     assert r.events("nonfinite_loss_stop")[0]["step"] == 150
+    # the script multiplies the loss by NaN: the model replays finite, the loss is named
+    origin = r.events("nonfinite_origin")
+    assert len(origin) == 1 and origin[0]["step"] == 150 and origin[0]["where"] == "loss", origin
+    assert "the loss computation, outside the model" in origin[0]["summary"], origin
     assert r.events("stop_requested"), "the stop is recorded in the worker's stream"
     exited = r.events("child_exited")[-1]
     assert exited["stopped_by_rule"] and exited["exit_code"] == STOPPED

@@ -11,6 +11,7 @@
 #include "command.h"
 #include "trainscope/reader.h"
 #include "trainscope/rules.h"
+#include "trainscope/schema.h"
 
 namespace trainscope::cli {
 namespace {
@@ -119,6 +120,16 @@ int Rules(Context& ctx) {
   for (const auto& [rule, e] : final_status) {
     ctx.out << "  " << Pad(rule, 26) << Pad(std::string(RuleStatusName(e.status)), 14)
             << firings[rule] << " firing(s)  " << e.message << "\n";
+  }
+  // Where a NaN/Inf began (the hook's replay of its step: python/trainscope/_nan_origin.py).
+  bool said = false;
+  for (const auto& e : reader.value()->Events()) {
+    if (e.kind != schema::event::kNonfiniteOrigin) continue;
+    auto j = nlohmann::json::parse(e.json, nullptr, false);
+    if (!j.is_object() || !j.contains("summary") || !j["summary"].is_string()) continue;
+    if (!said) ctx.out << "\nwhere the non-finite value began:\n";
+    said = true;
+    ctx.out << "  " << j["summary"].get<std::string>() << "\n";
   }
   return 0;
 }

@@ -168,7 +168,8 @@
       }
       for (const s of d.system) state.system.push(s);
       for (const e of d.rule_events) state.events.push({ t: e.t, kind: 'rule', text: e.rule + ': ' + e.status + (e.message ? ' — ' + e.message : ''), step: e.step, status: e.status });
-      for (const e of d.events) state.events.push({ t: e.t, kind: e.kind, text: Object.keys(e.fields || {}).length ? JSON.stringify(e.fields) : '', step: (e.fields || {}).step });
+      // an event that says itself in words (nonfinite_origin's summary) shows those
+      for (const e of d.events) state.events.push({ t: e.t, kind: e.kind, text: typeof (e.fields || {}).summary === 'string' ? e.fields.summary : Object.keys(e.fields || {}).length ? JSON.stringify(e.fields) : '', step: (e.fields || {}).step });
     }
 
     function renderHeader() {
