@@ -229,12 +229,22 @@ Status ActionDispatcher::RunAlert(const Item& item) {
   }
   Status put = outbox_->files.Put(e);
   if (!put.ok()) LogFailure(e.event.rule, e.action.type, put);  // still sent
+  // While stopping (a firing found by the last cycle), one attempt within Stop()'s wait.
+  bool stopping;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping = stop_;
+  }
+  const int retries = stopping ? 0 : item.action.retries;
+  const int64_t timeout_ms =
+      stopping ? std::clamp<int64_t>(options_.outbox_wait_ms, 1, item.action.timeout_ms)
+               : item.action.timeout_ms;
   rules::DeliveryOutcome out;
-  for (int attempt = 0; attempt <= item.action.retries; ++attempt) {
-    out = rules::DeliverOnce(e, item.action.timeout_ms);
+  for (int attempt = 0; attempt <= retries; ++attempt) {
+    out = rules::DeliverOnce(e, timeout_ms);
     e.attempts++;
     if (out.kind != rules::DeliveryOutcome::kRetry || out.retry_after_s >= 0) break;
-    if (attempt < item.action.retries) {
+    if (attempt < retries) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100 << std::min(attempt, 4)));
     }
   }

@@ -66,17 +66,36 @@ std::string Json(const RuleEventRecord& e, const Facts& f, const AlertContext& c
   return Dump(j);
 }
 
+// Slack's mrkdwn reads <...> as links and mentions: &, < and > are escaped, as its docs say.
+std::string SlackEscape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '&') {
+      out += "&amp;";
+    } else if (ch == '<') {
+      out += "&lt;";
+    } else if (ch == '>') {
+      out += "&gt;";
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 std::string Slack(const Facts& f, const AlertContext& c) {
   json blocks = json::array();
   blocks.push_back({{"type", "header"},
                     {"text", {{"type", "plain_text"}, {"text", Truncate(f.headline, 150)}}}});
-  std::string body = "*" + (f.title.empty() ? f.rule : f.title) + "*\n" + f.evidence;
+  std::string body =
+      "*" + SlackEscape(f.title.empty() ? f.rule : f.title) + "*\n" + SlackEscape(f.evidence);
   blocks.push_back(
       {{"type", "section"}, {"text", {{"type", "mrkdwn"}, {"text", Truncate(body, 3000)}}}});
   json fields = json::array();
   auto field = [&](const std::string& name, const std::string& value) {
     if (!value.empty()) {
-      fields.push_back({{"type", "mrkdwn"}, {"text", Truncate("*" + name + "*\n" + value, 2000)}});
+      fields.push_back(
+          {{"type", "mrkdwn"}, {"text", Truncate("*" + name + "*\n" + SlackEscape(value), 2000)}});
     }
   };
   field("Rule", f.rule);
@@ -87,8 +106,8 @@ std::string Slack(const Facts& f, const AlertContext& c) {
   blocks.push_back({{"type", "section"}, {"fields", fields}});
   if (!f.advice.empty()) {
     blocks.push_back({{"type", "section"},
-                      {"text", {{"type", "mrkdwn"}, {"text", Truncate("*Advice*\n" + f.advice,
-                                                                      3000)}}}});
+                      {"text", {{"type", "mrkdwn"},
+                                {"text", Truncate("*Advice*\n" + SlackEscape(f.advice), 3000)}}}});
   }
   if (!c.link.empty()) {
     blocks.push_back(
@@ -97,7 +116,8 @@ std::string Slack(const Facts& f, const AlertContext& c) {
                                     {"text", {{"type", "plain_text"}, {"text", "Open the run"}}},
                                     {"url", Truncate(c.link, 3000)}}})}});
   }
-  json j = {{"text", Truncate(f.headline + ": " + f.evidence, 3000)}, {"blocks", blocks}};
+  json j = {{"text", Truncate(SlackEscape(f.headline + ": " + f.evidence), 3000)},
+            {"blocks", blocks}};
   return Dump(j);
 }
 

@@ -135,7 +135,8 @@ TEST(AlertFormat, LongEvidenceStaysWithinEachServicesLimits) {
 TEST(AlertFormat, TruncateKeepsWholeCharacters) {
   EXPECT_EQ(Truncate("abc", 3), "abc");
   EXPECT_EQ(Truncate("abcdef", 5), "ab\xE2\x80\xA6");
-  EXPECT_EQ(Truncate("\xC3\xA9\xC3\xA9\xC3\xA9", 5), "\xE2\x80\xA6");  // "é" is not split
+  EXPECT_EQ(Truncate("\xC3\xA9\xC3\xA9\xC3\xA9", 5), "\xC3\xA9\xE2\x80\xA6");
+  EXPECT_EQ(Truncate("\xC3\xA9\xC3\xA9\xC3\xA9", 4), "\xE2\x80\xA6");  // "é" is not split
   EXPECT_EQ(Truncate("\xC3\xA9\xC3\xA9\xC3\xA9", 6), "\xC3\xA9\xC3\xA9\xC3\xA9");
 }
 
