@@ -27,7 +27,7 @@ class Receiver:
     """An HTTP(S) endpoint that records every POST; answers 503 (Retry-After: 1) while `down`."""
 
     def __init__(self, tls=None):
-        self.posts = []          # (path, headers, body) of every request
+        self.posts = []          # (path, headers, body, status) of every request
         self.delivered = []      # those answered 2xx
         self.down = False
         self.cond = threading.Condition()
@@ -37,8 +37,9 @@ class Receiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with outer.cond:
-                    outer.posts.append((self.path, dict(self.headers), body))
                     down = outer.down
+                    outer.posts.append((self.path, dict(self.headers), body,
+                                        503 if down else 200))
                     if not down:
                         outer.delivered.append((self.path, dict(self.headers), body))
                     outer.cond.notify_all()
@@ -193,8 +194,8 @@ def test_down_endpoint_gets_the_alert_once_when_it_comes_back(run_dir, receiver)
         back.cancel()
     got = receiver.wait_delivered()
     assert len(got) == 1
-    failed = [p for p in receiver.posts if p not in receiver.delivered]
-    assert failed, "the endpoint was down for the first attempts"
+    assert [p[3] for p in receiver.posts if p[3] == 503], "down for the first attempts"
+    assert [p[3] for p in receiver.posts][-1] == 200
     keys = {p[1]["Idempotency-Key"] for p in receiver.posts}
     assert len(keys) == 1  # every attempt is the same alert
     assert json.loads(got[0][2])["embeds"][0]["title"] == "FiresAt"
