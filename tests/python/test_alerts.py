@@ -113,14 +113,27 @@ class FiresAt(ts.Rule):
         return False
 
 
-def run_training(run_dir, actions, steps=6, sleep_s=0.02, until=None):
+class FiresBetween(ts.Rule):
+    """Violated at steps lo..hi only: fires, then recovers after `recover_after` clear steps."""
+
+    def __init__(self, lo, hi, actions):
+        super().__init__(actions=actions, recover_after=2)
+        self.lo, self.hi = lo, hi
+
+    def invoke_at_step(self, step):
+        if self.lo <= step <= self.hi:
+            raise ts.RuleFired(f"evidence at step {step}", value=1.0, threshold=0.0)
+        return False
+
+
+def run_training(run_dir, actions, steps=6, sleep_s=0.02, until=None, rule=None):
     """A tiny training under a hook whose one rule fires at step 2 with `actions`; runs `steps`
     steps, or until `until()` is true (bounded by 60 s). Returns the hook (closed)."""
     import torch
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    hook = ts.Hook(run_dir, system_monitor_interval_ms=0, rules=[FiresAt(2, actions)],
+    hook = ts.Hook(run_dir, system_monitor_interval_ms=0, rules=[rule or FiresAt(2, actions)],
                    writer_options={"flush_interval_ms": 10})
     with hook:
         hook.register_module(model)
@@ -200,6 +213,23 @@ def test_down_endpoint_gets_the_alert_once_when_it_comes_back(run_dir, receiver)
     assert len(keys) == 1  # every attempt is the same alert
     assert json.loads(got[0][2])["embeds"][0]["title"] == "FiresAt"
     assert outbox_files(run_dir) == []
+
+
+def test_pagerduty_triggers_then_resolves_with_one_dedup_key(run_dir, receiver, monkeypatch):
+    monkeypatch.setenv("TS_TEST_PD_KEY", "R0UTING")
+    action = {"type": "webhook", "format": "pagerduty", "url": receiver.url("/v2/enqueue"),
+              "routing_key_env": "TS_TEST_PD_KEY"}
+    run_training(run_dir, None, rule=FiresBetween(2, 3, [action]),
+                 until=lambda: len(receiver.delivered) >= 2)
+    got = receiver.wait_delivered(2)
+    events = [json.loads(b) for _, _, b in got]
+    assert [e["event_action"] for e in events] == ["trigger", "resolve"]
+    assert events[0]["dedup_key"] == events[1]["dedup_key"]
+    assert events[0]["routing_key"] == "R0UTING"
+    assert events[0]["payload"]["source"] == "run"
+    assert "evidence at step 2" in events[0]["payload"]["summary"]
+    assert got[0][1]["Idempotency-Key"] != got[1][1]["Idempotency-Key"]
+    assert "R0UTING" not in open(os.path.join(run_dir, "run.json")).read()
 
 
 def test_notify_flush_delivers_what_a_run_left(run_dir, monkeypatch):
