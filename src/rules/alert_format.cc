@@ -172,10 +172,10 @@ std::string Teams(const Facts& f, const AlertContext& c) {
     card["actions"] =
         json::array({{{"type", "Action.OpenUrl"}, {"title", "Open the run"}, {"url", c.link}}});
   }
-  json j = {{"type", "message"},
-            {"attachments", json::array({{{"contentType", "application/vnd.microsoft.card.adaptive"},
-                                          {"contentUrl", nullptr},
-                                          {"content", card}}})}};
+  json attachment = {{"contentType", "application/vnd.microsoft.card.adaptive"},
+                     {"contentUrl", nullptr},
+                     {"content", card}};
+  json j = {{"type", "message"}, {"attachments", json::array({attachment})}};
   return Dump(j);
 }
 

@@ -158,7 +158,8 @@ TEST(Signature, HmacSha256MatchesRfc4231) {
 }
 
 TEST(HttpClient, RedactUrlKeepsSchemeAndHostOnly) {
-  EXPECT_EQ(RedactUrl("https://hooks.slack.com/services/T0/B0/XXXX"), "https://hooks.slack.com/…");
+  EXPECT_EQ(RedactUrl("https://hooks.slack.com/services/T0/B0/XXXX"),
+            "https://hooks.slack.com/…");
   EXPECT_EQ(RedactUrl("http://user:pw@127.0.0.1:8080?token=1"), "http://127.0.0.1:8080/…");
   EXPECT_EQ(RedactUrl("https://h"), "https://h");
   EXPECT_EQ(RedactUrl("no url"), "<url>");

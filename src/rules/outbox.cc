@@ -402,7 +402,8 @@ int64_t BackoffMicros(int attempts, double retry_after_s) {
   return wait;
 }
 
-Outbox::Outbox(std::string dir, Env* env) : dir_(std::move(dir)), env_(env ? env : Env::Default()) {}
+Outbox::Outbox(std::string dir, Env* env)
+    : dir_(std::move(dir)), env_(env ? env : Env::Default()) {}
 
 std::string Outbox::Path(const std::string& key) const { return dir_ + "/" + key + ".json"; }
 
@@ -425,8 +426,8 @@ std::vector<OutboxEntry> Outbox::Load(std::vector<std::string>* bad) const {
   for (const auto& name : names.value()) {
     if (name.size() < 5 || name.compare(name.size() - 5, 5, ".json") != 0) continue;  // temp files
     std::string text;
-    auto e = env_->ReadFile(dir_ + "/" + name, &text).ok() ? OutboxEntryFromJson(text)
-                                                            : Result<OutboxEntry>(Status::IOError(""));
+    Result<OutboxEntry> e = Status::IOError("unreadable");
+    if (env_->ReadFile(dir_ + "/" + name, &text).ok()) e = OutboxEntryFromJson(text);
     if (!e.ok()) {
       if (bad) bad->push_back(name);
       continue;
