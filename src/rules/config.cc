@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rules/closest_names.h"
-#include "rules/outbox.h"
+#include "rules/alert_config.h"
 #include "rules/yaml_config.h"
 #include "trainscope/rules.h"
 

@@ -12,24 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "rules/alert_config.h"
 #include "rules/http_client.h"
 #include "trainscope/rules.h"
 #include "util/env.h"
 
 namespace trainscope::rules {
-
-// The secret's value: the variable's (it must be set and not empty) or the file's contents
-// without trailing newlines. `key` names the config field in errors ("url_env"), which never
-// hold the value.
-Result<std::string> ResolveSecret(const SecretRef& ref, const std::string& key);
-// A webhook action's configuration, checked when the rules are configured: its format, its URL
-// (given, or its secret resolvable, http(s) with a host), a CA file that is readable PEM, a
-// pagerduty routing key, a json secret. Errors name the field ("rule r: webhook 'ca_file': ...").
-Status CheckWebhookAction(const std::string& rule, const ActionSpec& action);
-
-// An email action's configuration: smtp:// or smtps:// with a host, a from address and at
-// least one recipient, a readable CA file, the password's secret (with a username) resolvable.
-Status CheckEmailAction(const std::string& rule, const ActionSpec& action);
 
 struct OutboxEntry {
   std::string key;  // the Idempotency-Key: stable per run, rule, firing and action

@@ -90,6 +90,7 @@ std::string SchemaJson() {
                 {"stacks_request", kStacksRequestFile},
                 {"profile_dir", kProfileDir},
                 {"report_dir", kReportDir},
+                {"outbox_dir", kOutboxDir},
                 {"report_html", kReportHtmlFile},
                 {"summary_json", kSummaryJsonFile},
                 {"lock", kLockFile},
