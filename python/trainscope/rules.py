@@ -116,17 +116,15 @@ def redact_url(url: str) -> str:
 
 
 def redact_actions(value):
-    """A copy of a rules/actions configuration (names, dicts, lists, ts.Rule/ts.Rollback
-    objects' configs) with every action URL redacted, for run.json and error messages. Secrets
-    given as *_env / *_file are names already and stay."""
+    """A copy of a rules/actions configuration (names, dicts, lists) with every action URL
+    redacted, for run.json and error messages. Secrets given as *_env / *_file are names
+    already and stay."""
     if isinstance(value, dict):
         return {k: (redact_url(v) if k in _SECRET_URL_KEYS and isinstance(v, str)
                     else redact_actions(v)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact_actions(v) for v in value]
-    if isinstance(value, Rule):
-        return redact_actions(value.to_config())
-    return value
+    return value  # a ts.Rule shows its name and parameters only (its repr), never its actions
 
 
 def _param_value(v):
