@@ -34,6 +34,27 @@ json ActionJson(const ActionSpec& a) {
     j["command"] = a.command;
     j["timeout_ms"] = a.timeout_ms;
     j["retries"] = a.retries;
+    j["format"] = a.format;
+    j["deliver_for_s"] = a.deliver_for_s;
+    auto text = [&](const char* k, const std::string& v) {
+      if (!v.empty()) j[k] = v;
+    };
+    text("ca_file", a.ca_file);
+    text("url_env", a.url_secret.env);
+    text("url_file", a.url_secret.file);
+    text("secret_env", a.secret.env);
+    text("secret_file", a.secret.file);
+    text("routing_key_env", a.routing_key.env);
+    text("routing_key_file", a.routing_key.file);
+    text("dashboard_url", a.dashboard_url);
+    text("severity", a.severity);
+    text("smtp_url", a.smtp_url);
+    text("from", a.mail_from);
+    text("username", a.username);
+    text("password_env", a.password.env);
+    text("password_file", a.password.file);
+    if (!a.mail_to.empty()) j["to"] = a.mail_to;
+    j["starttls"] = a.starttls;
   }
   j["type"] = std::string(ActionTypeName(a.type));
   j["min_interval_s"] = a.min_interval_s;
@@ -59,7 +80,15 @@ std::string ConfigJson(const std::vector<RuleConfig>& configs) {
 bool Same(const ActionSpec& a, const ActionSpec& b) {
   return a.type == b.type && a.url == b.url && a.command == b.command &&
          a.timeout_ms == b.timeout_ms && a.retries == b.retries &&
-         a.min_interval_s == b.min_interval_s &&
+         a.min_interval_s == b.min_interval_s && a.format == b.format &&
+         a.ca_file == b.ca_file && a.url_secret.env == b.url_secret.env &&
+         a.url_secret.file == b.url_secret.file && a.secret.env == b.secret.env &&
+         a.secret.file == b.secret.file && a.routing_key.env == b.routing_key.env &&
+         a.routing_key.file == b.routing_key.file && a.dashboard_url == b.dashboard_url &&
+         a.severity == b.severity && a.deliver_for_s == b.deliver_for_s &&
+         a.smtp_url == b.smtp_url && a.starttls == b.starttls && a.mail_from == b.mail_from &&
+         a.mail_to == b.mail_to && a.username == b.username &&
+         a.password.env == b.password.env && a.password.file == b.password.file &&
          json::parse(a.params_json) == json::parse(b.params_json);
 }
 

@@ -12,7 +12,7 @@ want_test=0
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 
-pkgs=(build-essential cmake ninja-build pkg-config git ccache libcurl4-openssl-dev
+pkgs=(build-essential cmake ninja-build pkg-config git ccache libcurl4-openssl-dev libssl-dev
       libzstd-dev libsqlite3-dev nlohmann-json3-dev libyaml-cpp-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       libjs-dygraphs)

@@ -83,15 +83,43 @@ class RuleParams {
 
 // kRollback restores the training's last good state; only an in-process front end can (the
 // Python Checkpointer registers its executor, ActionDispatcherOptions::rollback).
-enum class ActionType { kStopTraining, kWebhook, kExec, kLog, kRollback };
+// kEmail sends a mail over SMTP (through the outbox, like kWebhook).
+enum class ActionType { kStopTraining, kWebhook, kExec, kLog, kRollback, kEmail };
+
+// A secret named in the configuration, never its value: an environment variable or a file,
+// read when the configuration is checked and again when the alert is sent (so the run's files,
+// its outbox included, hold names only). docs/rules.md, "Secrets".
+struct SecretRef {
+  std::string env;   // variable name ("" when none)
+  std::string file;  // path of a file holding the value (trailing newlines dropped)
+  bool given() const { return !env.empty() || !file.empty(); }
+};
 
 struct ActionSpec {
   ActionType type = ActionType::kLog;
-  std::string url;            // webhook: http://host[:port]/path
+  std::string url;            // webhook: http(s)://host[:port]/path (or url_env / url_file)
   std::string command;        // exec: run with /bin/sh -c, the event JSON on stdin
   int64_t timeout_ms = 5000;  // webhook (per attempt) / exec (whole run)
-  int retries = 2;            // webhook: extra attempts after a failure
+  int retries = 2;            // webhook: attempts at once before the outbox's backoff takes over
   double min_interval_s = 0;  // rate limit per rule and action; <0: the type's default
+  // webhook: the payload's shape: "json" (the event JSON + "text"), "slack", "teams",
+  // "discord" or "pagerduty" (rules/alert_format.h).
+  std::string format = "json";
+  std::string ca_file;        // webhook: PEM CA bundle instead of the system's store
+  SecretRef url_secret;       // webhook: the URL from a variable or file (Slack's URL is a secret)
+  SecretRef secret;           // json: HMAC-SHA256 key of X-Trainscope-Signature
+  SecretRef routing_key;      // pagerduty: the integration's routing key
+  std::string dashboard_url;  // base URL of `trainscope serve` ("": $TRAINSCOPE_SERVER_URL)
+  std::string severity;       // pagerduty: critical|error|warning|info ("": from the rule)
+  double deliver_for_s = 3600;  // webhook, email: how long the outbox keeps retrying an alert
+  // email: smtp://host[:port] (STARTTLS unless starttls is false) or smtps://host[:port]
+  // (implicit TLS); ca_file as for webhooks.
+  std::string smtp_url;
+  bool starttls = true;
+  std::string mail_from;
+  std::vector<std::string> mail_to;
+  std::string username;
+  SecretRef password;
   // rollback: its parameters as a JSON object ({"lr_factor":0.5,...}), read by the executor.
   std::string params_json = "{}";
 };
@@ -299,6 +327,12 @@ struct ActionDispatcherOptions {
   // this many seconds with the count of failures left unsaid; Stop() sums up the rest.
   double failure_log_interval_s = 60;
   std::function<void(std::string_view)> log;  // where failure lines go; default: stderr log
+  // The run whose outbox (RUN/outbox, docs/rules.md "Delivery") holds webhook alerts until
+  // delivered; its name and id go into payloads and idempotency keys. "": the outbox is kept
+  // in memory only. Entries a previous process left there are delivered too.
+  std::string run_dir;
+  // Stop() waits this long for alerts still in the outbox, then leaves them there.
+  int64_t outbox_wait_ms = 2000;
 };
 
 struct ActionStats {
@@ -307,35 +341,46 @@ struct ActionStats {
   uint64_t failed = 0;
   uint64_t dropped = 0;       // queue full
   uint64_t rate_limited = 0;  // skipped by min_interval_s
+  uint64_t retrying = 0;      // webhook alerts in the outbox waiting for their next attempt
   ActionStats& operator+=(const ActionStats& o) {
     queued += o.queued;
     done += o.done;
     failed += o.failed;
     dropped += o.dropped;
     rate_limited += o.rate_limited;
+    retrying += o.retrying;
     return *this;
   }
 };
 
 // Runs actions on its own thread with a bounded queue, so a slow webhook never blocks rules.
+// Webhook alerts go through the run's outbox: written before the first attempt, retried with
+// backoff on that thread (between queued actions) until delivered or deliver_for_s passed.
 class ActionDispatcher {
  public:
   explicit ActionDispatcher(ActionDispatcherOptions options);
   ~ActionDispatcher();  // Stop()
   // Non-blocking. Applies the rate limit and enqueues; returns false when dropped/limited.
   bool Dispatch(const RuleEventRecord& event, const ActionSpec& action, size_t action_index);
-  void Drain();  // waits until every queued action has run (tests, shutdown)
-  void Stop();   // runs what is queued, then joins
+  void Drain();  // waits until every queued action has run once (tests, shutdown)
+  // Runs what is queued, gives the outbox up to outbox_wait_ms, then joins.
+  void Stop();
   ActionStats stats() const;
 
  private:
   struct Item {
     RuleEventRecord event;
     ActionSpec action;
+    size_t action_index = 0;
   };
+  struct Outbox;  // actions.cc: the outbox's files and the entries waiting
   void Loop();
+  // The outbox's due entries until none is due or `deadline_us` (monotonic) passed; the time
+  // of the next attempt (wall µs, INT64_MAX: none). Dispatcher thread, mu_ not held.
+  int64_t DeliverDue(int64_t deadline_us);
   Status Run(const Item& item);
-  void LogFailure(const Item& item, const Status& st);
+  Status RunAlert(const Item& item);  // webhook, email
+  void LogFailure(const std::string& rule, ActionType type, const Status& st);
   ActionDispatcherOptions options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -345,11 +390,14 @@ class ActionDispatcher {
   ActionStats stats_;
   std::map<std::string, int64_t> last_run_us_;  // rule + action index -> time
   std::unique_ptr<LogRateLimiter> failure_log_;  // dispatcher thread (and Stop once joined)
+  std::unique_ptr<Outbox> outbox_;               // dispatcher thread
   std::thread thread_;
 };
 
-// Minimal HTTP/1.1 POST over plain TCP (http:// only). Connect and I/O time out after
-// timeout_ms each attempt; `retries` extra attempts with a short backoff. OK on a 2xx reply.
+// HTTP(S) POST of a JSON body through libcurl (certificates verified against the system's
+// store, HTTPS_PROXY/NO_PROXY honoured); `retries` extra attempts with a short backoff on a
+// retryable failure. OK on a 2xx reply. The webhook action goes through the outbox instead
+// (rules/outbox.h); this is the one-shot form.
 Status HttpPost(const std::string& url, const std::string& body, int64_t timeout_ms, int retries);
 // Runs `/bin/sh -c command` with `stdin_data` on stdin; kills its process group after
 // timeout_ms. OK when it exits 0.

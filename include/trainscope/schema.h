@@ -244,6 +244,7 @@ inline constexpr char kStopRequestFile[] = "stop.json";      // control/stop.jso
 inline constexpr char kStacksRequestFile[] = "stacks.json";  // control/stacks.json
 inline constexpr char kProfileDir[] = "profile";
 inline constexpr char kReportDir[] = "report";
+inline constexpr char kOutboxDir[] = "outbox";  // alerts not yet delivered (docs/rules.md)
 inline constexpr char kReportHtmlFile[] = "report.html";    // report/report.html
 inline constexpr char kSummaryJsonFile[] = "summary.json";  // report/summary.json
 inline constexpr char kLockFile[] = "LOCK";                 // <stream>/LOCK, held by the writer

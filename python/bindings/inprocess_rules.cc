@@ -9,6 +9,7 @@ py::dict ActionStatsToDict(const ActionStats& s) {
   d["failed"] = s.failed;
   d["dropped"] = s.dropped;
   d["rate_limited"] = s.rate_limited;
+  d["retrying"] = s.retrying;
   return d;
 }
 

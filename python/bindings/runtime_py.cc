@@ -182,7 +182,8 @@ void InitRuntime(py::module_& m) {
              for (const auto& runner : r.get().rule_runners()) t += runner->action_stats();
              return ActionStatsToDict(t);
            },
-           "Every rule runner's actions summed: queued, done, failed, dropped, rate_limited.")
+           "Every rule runner's actions summed: queued, done, failed, dropped, rate_limited, "
+           "retrying (alerts waiting in the outbox).")
       .def("rule_runner_error",
            [](PyRuntime& r) {
              for (const auto& runner : r.get().rule_runners()) {

@@ -153,7 +153,8 @@ class RunLifecycle:
         except (ValueError, TypeError, KeyError) as e:  # the engine refused the configuration
             if isinstance(e, ConfigError):
                 raise
-            raise ConfigError("Hook", "rules", self._rules_spec, "a configuration the rules "
+            raise ConfigError("Hook", "rules", _rules.redact_actions(self._rules_spec),
+                              "a configuration the rules "
                               "engine accepts", str(e)) from e
         except Exception as e:
             if self.strict:

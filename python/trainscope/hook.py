@@ -268,11 +268,14 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
 
     def config(self) -> dict:
         """The hook's configuration (written into run.json)."""
+        from .rules import redact_actions
         return {
             "out_dir": self.out_dir, "worker": self.worker, "save_interval": self.save_interval,
             "collections": [c.to_config(self.save_interval) for c in self.collections],
-            "rules": [getattr(r, "to_config", lambda: str(r))() for r in self._rules_spec],
-            "actions": self._actions_spec,
+            # Action URLs redacted: a Slack or Teams webhook's URL is its secret.
+            "rules": redact_actions(
+                [getattr(r, "to_config", lambda: str(r))() for r in self._rules_spec]),
+            "actions": redact_actions(self._actions_spec),
             "system_monitor_interval_ms": self._system_monitor_interval_ms,
             "storage_budget_bytes": self.storage_budget_bytes,
             "raise_on_stop": self.raise_on_stop, "device_stats": self.device_stats,

@@ -99,6 +99,34 @@ def _action_values(actions) -> list:
     return [a.to_config() if hasattr(a, "to_config") else a for a in actions]
 
 
+_SECRET_URL_KEYS = ("url", "smtp_url")
+
+
+def redact_url(url: str) -> str:
+    """"https://hooks.slack.com/services/T/B/X" -> "https://hooks.slack.com/…": a webhook's
+    path and query are often its secret; what the run's files and messages show (the core's
+    rules::RedactUrl says the same)."""
+    if not isinstance(url, str) or "://" not in url:
+        return "<url>"
+    scheme, rest = url.split("://", 1)
+    cut = min([i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0],
+              default=len(rest))
+    host = rest[:cut].rsplit("@", 1)[-1]  # user:password@host
+    return f"{scheme}://{host}" + ("/…" if cut < len(rest) else "")
+
+
+def redact_actions(value):
+    """A copy of a rules/actions configuration (names, dicts, lists) with every action URL
+    redacted, for run.json and error messages. Secrets given as *_env / *_file are names
+    already and stay."""
+    if isinstance(value, dict):
+        return {k: (redact_url(v) if k in _SECRET_URL_KEYS and isinstance(v, str)
+                    else redact_actions(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_actions(v) for v in value]
+    return value  # a ts.Rule shows its name and parameters only (its repr), never its actions
+
+
 def _param_value(v):
     """A parameter as JSON has it, its type kept: the engine checks it against the rule's
     (docs/rules.md). JSON has no infinity or NaN: they go as "inf", "-inf" and "nan"."""

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <mutex>
@@ -94,7 +95,60 @@ TEST(HttpPost, PostsJsonWithSlackText) {
   EXPECT_NE(req.find("\"text\":\"trainscope: rule dead_loss IssuesFound at step 7"),
             std::string::npos);
   EXPECT_NE(req.find("\"rule\":\"dead_loss\""), std::string::npos);
+  EXPECT_NE(req.find("\r\nIdempotency-Key: ts-"), std::string::npos) << req;
   EXPECT_EQ(d.stats().done, 1u);
+}
+
+// An endpoint that is down: the alert waits in RUN/outbox (the variable's name in the file,
+// never its value) and a later dispatcher on the same run delivers it once, with the same
+// Idempotency-Key, to the URL the variable holds then.
+TEST(Outbox, AlertWaitsForTheEndpointAndIsDeliveredOnce) {
+  const std::string run = ::testing::TempDir() + "/ts_outbox_" + std::to_string(::getpid());
+  std::filesystem::remove_all(run);
+  std::filesystem::create_directories(run);
+  ::setenv("TS_TEST_OUTBOX_URL", "http://127.0.0.1:9/down", 1);
+  ActionSpec a;
+  a.type = ActionType::kWebhook;
+  a.url_secret.env = "TS_TEST_OUTBOX_URL";
+  a.retries = 0;
+  {
+    ActionDispatcherOptions o;
+    o.run_dir = run;
+    o.outbox_wait_ms = 0;
+    o.log = [](std::string_view) {};
+    ActionDispatcher d(std::move(o));
+    ASSERT_TRUE(d.Dispatch(Event(), a, 0));
+    d.Drain();
+    EXPECT_EQ(d.stats().retrying, 1u);
+    EXPECT_EQ(d.stats().done + d.stats().failed, 0u);
+  }
+  std::vector<std::filesystem::path> files;
+  for (const auto& f : std::filesystem::directory_iterator(run + "/outbox")) files.push_back(f);
+  ASSERT_EQ(files.size(), 1u);
+  std::ifstream in(files[0]);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("TS_TEST_OUTBOX_URL"), std::string::npos);
+  EXPECT_EQ(text.str().find("127.0.0.1:9/down"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("\"attempts\": 1"), std::string::npos) << text.str();
+  const std::string key = files[0].stem().string();
+
+  OneShotServer server(200);
+  ::setenv("TS_TEST_OUTBOX_URL", server.url().c_str(), 1);
+  {
+    ActionDispatcherOptions o;
+    o.run_dir = run;
+    ActionDispatcher d(std::move(o));  // finds the entry; its backoff (1 s) is within Stop's wait
+    EXPECT_EQ(d.stats().retrying, 1u);
+    const std::string req = server.Request();
+    EXPECT_NE(req.find("Idempotency-Key: " + key + "\r\n"), std::string::npos) << req;
+    d.Stop();
+    EXPECT_EQ(d.stats().done, 1u);
+    EXPECT_EQ(d.stats().retrying, 0u);
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(run + "/outbox"));
+  ::unsetenv("TS_TEST_OUTBOX_URL");
+  std::filesystem::remove_all(run);
 }
 
 TEST(HttpPost, ErrorStatusAndRefusedConnectionFail) {
@@ -105,7 +159,12 @@ TEST(HttpPost, ErrorStatusAndRefusedConnectionFail) {
   // Port 9 (discard) on loopback is normally closed: connection refused, bounded retries.
   Status refused = HttpPost("http://127.0.0.1:9/x", "{}", 500, 1);
   EXPECT_FALSE(refused.ok());
-  EXPECT_FALSE(HttpPost("https://example.com/", "{}", 500, 0).ok());
+  EXPECT_FALSE(HttpPost("https://127.0.0.1:9/", "{}", 500, 0).ok());
+  // A 4xx other than 408/425/429 is final: no retries, the URL's path never in the message.
+  OneShotServer refusing(404);
+  Status gone = HttpPost(refusing.url() + "/SECRET", "{}", 2000, 3);
+  EXPECT_NE(gone.message().find("HTTP 404"), std::string::npos);
+  EXPECT_EQ(gone.message().find("SECRET"), std::string::npos) << gone.message();
 }
 
 TEST(RunCommand, PassesEventOnStdin) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rules/closest_names.h"
+#include "rules/alert_config.h"
 #include "rules/yaml_config.h"
 #include "trainscope/rules.h"
 
@@ -146,6 +147,8 @@ Result<ActionSpec> ParseAction(const std::string& rule, const json& j) {
     a.type = ActionType::kExec;
   } else if (type == "log") {
     a.type = ActionType::kLog;
+  } else if (type == "email") {
+    a.type = ActionType::kEmail;
   } else if (type == "rollback") {
     a.type = ActionType::kRollback;
     return ParseRollback(rule, j, a);
@@ -153,8 +156,12 @@ Result<ActionSpec> ParseAction(const std::string& rule, const json& j) {
     return UnknownActionStatus(rule, type);
   }
   if (j.is_object()) {
-    static const std::vector<std::string> kKeys = {"type",       "url",     "command",
-                                                   "timeout_ms", "retries", "min_interval_s"};
+    static const std::vector<std::string> kKeys = {
+        "type",          "url",          "command",         "timeout_ms",       "retries",
+        "min_interval_s", "format",      "ca_file",         "url_env",          "url_file",
+        "secret_env",    "secret_file",  "routing_key_env", "routing_key_file", "dashboard_url",
+        "severity",      "deliver_for_s", "smtp_url",       "starttls",         "from",
+        "to",            "username",     "password_env",    "password_file"};
     for (const auto& [k, v] : j.items()) {
       if (std::find(kKeys.begin(), kKeys.end(), k) == kKeys.end()) {
         return UnknownField("rule " + rule + ": ", "action field", k, kKeys);
@@ -162,7 +169,10 @@ Result<ActionSpec> ParseAction(const std::string& rule, const json& j) {
     }
     // Checked, never converted: nlohmann's get<int>() of 1e300 is undefined behaviour and of
     // 2^32 + 1 is 1.
-    for (const char* k : {"url", "command"}) {
+    for (const char* k : {"url", "command", "format", "ca_file", "url_env", "url_file",
+                          "secret_env", "secret_file", "routing_key_env", "routing_key_file",
+                          "dashboard_url", "severity", "smtp_url", "from", "username",
+                          "password_env", "password_file"}) {
       if (j.contains(k) && !j[k].is_string()) {
         return Status::InvalidArgument("rule " + rule + ": action field '" + k +
                                        "' must be a string");
@@ -178,9 +188,50 @@ Result<ActionSpec> ParseAction(const std::string& rule, const json& j) {
                                        "' must be an integer");
       }
     }
-    if (j.contains("min_interval_s") && !j["min_interval_s"].is_number()) {
-      return Status::InvalidArgument("rule " + rule +
-                                     ": action field 'min_interval_s' must be a number");
+    for (const char* k : {"min_interval_s", "deliver_for_s"}) {
+      if (j.contains(k) && !j[k].is_number()) {
+        return Status::InvalidArgument("rule " + rule + ": action field '" + k +
+                                       "' must be a number");
+      }
+    }
+    auto str = [&](const char* k) { return j.contains(k) ? j[k].get<std::string>() : ""; };
+    a.format = j.contains("format") ? str("format") : a.format;
+    a.ca_file = str("ca_file");
+    a.url_secret = SecretRef{str("url_env"), str("url_file")};
+    a.secret = SecretRef{str("secret_env"), str("secret_file")};
+    a.routing_key = SecretRef{str("routing_key_env"), str("routing_key_file")};
+    a.dashboard_url = str("dashboard_url");
+    a.severity = str("severity");
+    if (j.contains("deliver_for_s")) a.deliver_for_s = j["deliver_for_s"].get<double>();
+    if (j.contains("starttls") && !j["starttls"].is_boolean()) {
+      return Status::InvalidArgument("rule " + rule + ": action field 'starttls' must be true "
+                                     "or false");
+    }
+    if (j.contains("to")) {
+      const json& to = j["to"];
+      if (to.is_string()) {
+        a.mail_to.push_back(to.get<std::string>());
+      } else if (to.is_array() && std::all_of(to.begin(), to.end(),
+                                              [](const json& v) { return v.is_string(); })) {
+        for (const auto& v : to) a.mail_to.push_back(v.get<std::string>());
+      } else {
+        return Status::InvalidArgument("rule " + rule + ": action field 'to' must be an "
+                                       "address or a list of addresses");
+      }
+    }
+    a.smtp_url = str("smtp_url");
+    a.starttls = j.value("starttls", true);
+    a.mail_from = str("from");
+    a.username = str("username");
+    a.password = SecretRef{str("password_env"), str("password_file")};
+    for (const auto& [env, file] : {std::pair{"url_env", "url_file"},
+                                    {"secret_env", "secret_file"},
+                                    {"routing_key_env", "routing_key_file"},
+                                    {"password_env", "password_file"}}) {
+      if (j.contains(env) && j.contains(file)) {
+        return Status::InvalidArgument("rule " + rule + ": action takes '" + env + "' or '" +
+                                       file + "', not both");
+      }
     }
     if (j.contains("url")) a.url = j["url"].get<std::string>();
     if (j.contains("command")) a.command = j["command"].get<std::string>();
@@ -191,11 +242,11 @@ Result<ActionSpec> ParseAction(const std::string& rule, const json& j) {
     }
     if (j.contains("min_interval_s")) a.min_interval_s = j["min_interval_s"].get<double>();
   }
-  if (a.type == ActionType::kWebhook && a.url.rfind("http://", 0) != 0) {
-    return Status::InvalidArgument(
-        "rule " + rule +
-        ": webhook needs \"url\": \"http://host[:port]/path\" (https is not "
-        "supported; use an exec action with curl for https)");
+  if (a.type == ActionType::kWebhook) {
+    if (Status st = rules::CheckWebhookAction(rule, a); !st.ok()) return st;
+  }
+  if (a.type == ActionType::kEmail) {
+    if (Status st = rules::CheckEmailAction(rule, a); !st.ok()) return st;
   }
   if (a.type == ActionType::kExec && a.command.empty()) {
     return Status::InvalidArgument("rule " + rule + ": exec needs \"command\"");
@@ -332,8 +383,8 @@ Status UnknownRuleStatus(const std::string& name, const RuleRegistry& registry) 
 }
 
 Status UnknownActionStatus(const std::string& rule, const std::string& action) {
-  static const std::vector<std::string> kActions = {"stop_training", "webhook", "exec", "log",
-                                                    "rollback"};
+  static const std::vector<std::string> kActions = {"stop_training", "webhook", "email", "exec",
+                                                    "log", "rollback"};
   return Status::InvalidArgument((rule.empty() ? "" : "rule " + rule + ": ") +
                                  "unknown action '" + action + "'" +
                                  rules::DidYouMean(action, kActions) +
@@ -365,6 +416,8 @@ std::string_view ActionTypeName(ActionType t) {
       return "log";
     case ActionType::kRollback:
       return "rollback";
+    case ActionType::kEmail:
+      return "email";
   }
   return "unknown";
 }
@@ -441,7 +494,7 @@ Result<std::vector<RuleConfig>> ParseRuleNames(const std::string& names,
 Result<ActionSpec> ParseActionName(const std::string& name) {
   if (name == "stop_training") return ActionSpec{.type = ActionType::kStopTraining};
   if (name == "log") return ActionSpec{.type = ActionType::kLog};
-  if (name == "webhook" || name == "exec" || name == "rollback") {
+  if (name == "webhook" || name == "email" || name == "exec" || name == "rollback") {
     return Status::InvalidArgument("action '" + name +
                                    "' needs its fields: give it in a rules config file "
                                    "(--config; docs/rules.md) or as ts.Rollback in Python");

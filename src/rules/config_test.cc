@@ -93,9 +93,19 @@ TEST(RulesConfig, BadValuesAreClearErrors) {
   auto c = ParseRulesConfig(R"([{"name":"all_zero"}])");  // needs a selection
   ASSERT_FALSE(c.ok());
   auto d = ParseRulesConfig(R"([{"name":"overfit","actions":[{"type":"webhook",
-                               "url":"https://hooks.example/x"}]}])");
+                               "url":"https://hooks.example/x","format":"slak"}]}])");
   ASSERT_FALSE(d.ok());
-  EXPECT_NE(d.status().message().find("https is not supported"), std::string::npos);
+  EXPECT_NE(d.status().message().find("rule overfit: webhook 'format': unknown format 'slak'"),
+            std::string::npos)
+      << d.status().message();
+  auto d2 = ParseRulesConfig(R"([{"name":"overfit","actions":[{"type":"webhook",
+                                "url":"https://hooks.example/services/SECRET","ca_file":"/no/ca.pem"}]}])");
+  ASSERT_FALSE(d2.ok());
+  EXPECT_NE(d2.status().message().find("'ca_file'"), std::string::npos);
+  auto d3 = ParseRulesConfig(R"([{"name":"overfit","actions":[{"type":"webhook",
+                                "url":"gopher://hooks.example/services/SECRET"}]}])");
+  ASSERT_FALSE(d3.ok());
+  EXPECT_EQ(d3.status().message().find("SECRET"), std::string::npos) << d3.status().message();
   auto e = ParseRulesConfig(R"([{"name":"overfit","actions":["page_me"]}])");
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("valid actions"), std::string::npos);
@@ -441,7 +451,7 @@ TEST(RulesConfig, TyposGetTheNearestName) {
   EXPECT_NE(k.status().message().find("did you mean 'rules'?"), std::string::npos);
   EXPECT_EQ(ParseActionName("stop").status().message(),
             "unknown action 'stop'; did you mean 'stop_training'? (valid actions: stop_training, "
-            "webhook, exec, log, rollback)");
+            "webhook, email, exec, log, rollback)");
 }
 
 }  // namespace

@@ -362,7 +362,10 @@ class RuleEngine::Impl {
       t.streak = 0;
       // Hysteresis: a fired rule recovers only after recover_after clear evaluations in a
       // row, so a condition flapping around its threshold is one firing, not hundreds.
-      if (t.in_violation && ++t.clear >= inst.config.recover_after) t.in_violation = false;
+      if (t.in_violation && ++t.clear >= inst.config.recover_after) {
+        t.in_violation = false;
+        DispatchRecovery(inst, e);
+      }
       return;
     }
     info.violations++;
@@ -422,6 +425,24 @@ class RuleEngine::Impl {
     }
     for (size_t i = 0; i < inst.config.actions.size(); ++i) {
       options_.actions->Dispatch(last_event_, inst.config.actions[i], i);
+    }
+  }
+
+  // A fired rule's condition cleared (recover_after clear evaluations): no event (the rule's
+  // status stays IssuesFound for the run), but the actions that close what a firing opened
+  // (a PagerDuty incident: webhook format pagerduty) get a NoIssuesFound event.
+  void DispatchRecovery(Instance& inst, const Evaluation& e) {
+    if (!options_.actions) return;
+    RuleEventRecord r = Record(inst, RuleStatus::kNoIssuesFound,
+                               "recovered: " + std::to_string(inst.config.recover_after) +
+                                   " clear evaluations in a row",
+                               e.step, e.mode, e.worker, nullptr, "");
+    r.firing = inst.info.firings;
+    for (size_t i = 0; i < inst.config.actions.size(); ++i) {
+      const ActionSpec& a = inst.config.actions[i];
+      if (a.type == ActionType::kWebhook && a.format == "pagerduty") {
+        options_.actions->Dispatch(r, a, i);
+      }
     }
   }
 

@@ -83,6 +83,7 @@ Result<std::unique_ptr<RuleRunner>> RuleRunner::Start(RuleRunnerOptions options)
   // default below writes the control file and stays on the dispatcher's thread.
   ao.stop_training_inline = static_cast<bool>(options.stop_training);
   ao.rollback = options.rollback;
+  ao.run_dir = options.run_dir;  // the outbox: RUN/outbox
   if (!ao.stop_training) {
     std::string dir = options.run_dir, by = options.requested_by;
     ao.stop_training = [dir, by](const RuleEventRecord& e) {

@@ -200,7 +200,7 @@ std::string WorkerStream(int64_t rank) { return kWorkerStreamPrefix + std::to_st
 bool IsWorkerStream(std::string_view stream) { return StartsWith(stream, kWorkerStreamPrefix); }
 
 bool IsReservedRunDir(std::string_view name) {
-  return name == kControlDir || name == kProfileDir || name == kReportDir;
+  return name == kControlDir || name == kProfileDir || name == kReportDir || name == kOutboxDir;
 }
 
 namespace {

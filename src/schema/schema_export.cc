@@ -92,6 +92,7 @@ std::string SchemaJson() {
                 {"profile_request", kProfileRequestFile},
                 {"profile_dir", kProfileDir},
                 {"report_dir", kReportDir},
+                {"outbox_dir", kOutboxDir},
                 {"report_html", kReportHtmlFile},
                 {"summary_json", kSummaryJsonFile},
                 {"lock", kLockFile},

@@ -109,6 +109,7 @@ TEST(SchemaTest, StreamAndFileNames) {
   EXPECT_FALSE(IsWorkerStream("monitor-host"));
   EXPECT_TRUE(IsReservedRunDir("control"));
   EXPECT_TRUE(IsReservedRunDir("profile"));
+  EXPECT_TRUE(IsReservedRunDir("outbox"));
   EXPECT_FALSE(IsReservedRunDir("worker-0"));
   EXPECT_EQ(ProfileFile(ProfileFileKind::kTrace, "worker-1"), "trace-worker-1.json");
   EXPECT_EQ(ProfileFile(ProfileFileKind::kFunctions, "worker-1"), "functions-worker-1.json");

@@ -22,6 +22,7 @@ RUN_COMMANDS = {
     "watch": ["watch", "RUN", "--wait-s", "0"],
     "stacks": ["stacks", "RUN"],
     "stop": ["stop", "RUN"],
+    "notify": ["notify", "--flush", "RUN"],
     "compare": ["compare", "RUN", "RUN"],
 }
 ALL_COMMANDS = sorted(RUN_COMMANDS) + ["ls", "serve", "run"]
