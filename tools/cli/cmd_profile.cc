@@ -26,8 +26,6 @@ A window costs what the profiler costs for its N steps only. The same request is
 Exit status (docs/cli.md): 0 asked, 6 the run has no running job (or none of the named
 workers runs), 3 no such run, 1 the request could not be written, 2 usage error.)";
 
-constexpr size_t kMaxReason = 500;
-
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -47,15 +45,8 @@ int Profile(Context& ctx) {
   std::vector<std::string> pos;
   std::string error;
   if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
-  if (pos.size() != 1) {
-    return UsageError(ctx, pos.empty() ? "which run? (trainscope profile RUN)"
-                                       : "one RUN only, got " + std::to_string(pos.size()));
-  }
-  if (has_reason && reason.empty()) return UsageError(ctx, "--reason is empty");
-  if (reason.size() > kMaxReason) {
-    return UsageError(ctx, "--reason is " + std::to_string(reason.size()) +
-                               " characters; at most " + std::to_string(kMaxReason));
-  }
+  const std::string bad = CheckRunAndReason("profile", pos, reason, has_reason);
+  if (!bad.empty()) return UsageError(ctx, bad);
   const std::vector<std::string> workers = SplitCommas(workers_arg);
   if (has_workers && workers.empty()) return UsageError(ctx, "--workers names no stream");
   auto dir = RunDirectory(pos[0]);

@@ -21,8 +21,6 @@ requested with trainscope stop") is recorded with the stop in the run.
 Exit status (docs/cli.md): 0 asked, 6 the run has no running job (every writer has ended),
 3 no such run, 1 the request could not be written, 2 usage error.)";
 
-constexpr size_t kMaxReason = 500;  // as the dashboard's stop endpoint
-
 int Stop(Context& ctx) {
   Args args(ctx.args);
   bool has_reason = false;
@@ -30,15 +28,8 @@ int Stop(Context& ctx) {
   std::vector<std::string> pos;
   std::string error;
   if (!args.Positional(&pos, &error)) return UsageError(ctx, error);
-  if (pos.size() != 1) {
-    return UsageError(ctx, pos.empty() ? "which run? (trainscope stop RUN)"
-                                       : "one RUN only, got " + std::to_string(pos.size()));
-  }
-  if (has_reason && reason.empty()) return UsageError(ctx, "--reason is empty");
-  if (reason.size() > kMaxReason) {
-    return UsageError(ctx, "--reason is " + std::to_string(reason.size()) +
-                               " characters; at most " + std::to_string(kMaxReason));
-  }
+  const std::string bad = CheckRunAndReason("stop", pos, reason, has_reason);
+  if (!bad.empty()) return UsageError(ctx, bad);
   auto dir = RunDirectory(pos[0]);
   if (!dir.ok()) return StatusError(ctx, "", dir.status());
   auto running = RunningStreams(*dir);

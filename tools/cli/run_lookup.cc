@@ -34,4 +34,19 @@ Result<std::vector<std::string>> RunningStreams(const std::string& run_dir) {
   return live;
 }
 
+std::string CheckRunAndReason(const std::string& command, const std::vector<std::string>& pos,
+                              const std::string& reason, bool reason_given) {
+  constexpr size_t kMaxReason = 500;
+  if (pos.size() != 1) {
+    return pos.empty() ? "which run? (trainscope " + command + " RUN)"
+                       : "one RUN only, got " + std::to_string(pos.size());
+  }
+  if (reason_given && reason.empty()) return "--reason is empty";
+  if (reason.size() > kMaxReason) {
+    return "--reason is " + std::to_string(reason.size()) + " characters; at most " +
+           std::to_string(kMaxReason);
+  }
+  return "";
+}
+
 }  // namespace trainscope::cli
