@@ -88,14 +88,9 @@ def own_stream(run_dir: str, stream: str) -> str:
     writer holds the stream) or before it (the stream holds records) — already has it; then
     ``<stream>-t2``, ``-t3``, ... in order. A rank of a distributed job keeps its rank's stream
     (a restarted rank resumes it), and so does a process that opened the stream itself."""
-    if any(os.environ.get(v) for v in _RANK_VARIABLES):
+    from ._profiler import _distributed_initialized
+    if any(os.environ.get(v) for v in _RANK_VARIABLES) or _distributed_initialized():
         return stream
-    dist = sys.modules.get("torch.distributed")
-    try:
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return stream
-    except Exception:  # noqa: BLE001 - a half-initialised group: decide by the files
-        pass
     real = os.path.realpath(run_dir)
     name, k = stream, 1
     while True:
