@@ -264,6 +264,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         if self._writer is not None:
             self._start_background()
             self._start_distributed()
+            self._start_cuda_memory()
         self._atexit = _register_atexit(self)
 
     def config(self) -> dict:
@@ -525,7 +526,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is not None and not issubclass(exc_type, (TrainingStopped, GeneratorExit)):
-            self._exit_status = "crashed"  # recorded so in the history at close
+            self._note_exception(exc if exc is not None else exc_type())
         self.close()
         return False
 
