@@ -170,7 +170,7 @@ const std::vector<std::string_view>& EventKinds() {
   static const std::vector<std::string_view> kinds = {
       kRunStart, kRunEnd, kStreamEnd, kHookError, kStorageWarning, kTorchCompile,
       kNonfiniteLossStop, kNonfiniteOrigin, kProfilerWindow, kCudaMemoryHistory, kCudaOutOfMemory,
-      kStopRequested, kStopRequestInvalid,
+      kModelRegistered, kStopRequested, kStopRequestInvalid,
       kStopHonoured, kStopDeferred, kStopAgreed, kStopSyncOn, kStopSyncOff, kStopSyncStats,
       kStacksCaptured,
       kCheckpoint, kCheckpointSkipped, kCheckpointInvalid, kCheckpointFailed, kPreempted, kResumed,
