@@ -56,7 +56,7 @@ from ._run import (RunLifecycle, _register_atexit, _require_torch, _set_eval_fra
                    own_stream)
 from ._saving import Saving
 from ._schedule import SaveSchedule
-from ._schema import worker_stream
+from ._schema import EVENT, worker_stream
 from ._step_clock import (CALLBACK_LOSS, COUNTER_LOSS_NEXT, COUNTER_MODE_STEPS, COUNTER_NEXT_SAVE,
                           MODES, ClockUpcalls, _clock_field, _ModeArray, _now_us)
 from ._storage import GB, StorageAccount

@@ -84,7 +84,8 @@ def test_near_full_device_arms_the_history_and_the_oom_writes_a_snapshot(run_dir
     oom = run.events("cuda_out_of_memory")
     assert len(oom) == 1, oom
     e = oom[0]
-    assert e["step"] == 400 and e["worker"] == "worker-0" and e["history"] is True
+    # the error came before step 400's forward: the last step begun is 399
+    assert e["step"] == 399 and e["worker"] == "worker-0" and e["history"] is True
     assert e["snapshot"] == os.path.join("memory", "snapshot-worker-0.pickle")
     assert e["allocated_bytes"] == 56 * GIB and e["total_bytes"] == 80 * GIB
     assert "Tried to allocate 2.00 GiB" in e["message"]
