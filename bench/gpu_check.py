@@ -31,6 +31,10 @@ Checks (tolerances are in the code next to each comparison and in the row's numb
              time, unchanged weights, the recorded loss scale halving) and matching the scaler;
              with hook.register_scaler, also the hook's amp/loss_scale and amp/skipped.
 
+  cuda_oom   a real CUDA out-of-memory error under the hook: the allocator history armed when
+             the device is near full, the cuda_out_of_memory event, the snapshot (pickle, device
+             traces) and the report's finding (bench/gpucheck/memory.py).
+
   python3 bench/gpu_check.py [--out DIR] [--prelude run_steps.jsonl] [--budget-s 420]
 """
 import argparse
@@ -46,7 +50,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 # name, seconds it may take at most (on the GPU machine; all of them share --budget-s)
 CHECKS = [("env", 60), ("nvml", 90), ("summaries", 120), ("sync", 150), ("compile", 240),
-          ("amp", 90)]
+          ("amp", 90), ("cuda_oom", 90)]
 
 
 # ================================================================================ harness

@@ -46,6 +46,8 @@ struct ProfileWindow {
   std::vector<ProfiledEntry> functions;
   std::vector<ProfiledEntry> operators;
   std::string trace_file;  // path relative to the run dir ("profile/trace-worker-0.json"), or ""
+  // "culprit" (the worker a step-time rule named), "reference" (profiled beside it), or ""
+  std::string role;
 };
 
 // A summary without its histogram: what the report needs of a SummaryRecord.

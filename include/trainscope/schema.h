@@ -183,6 +183,11 @@ inline constexpr char kTorchCompile[] = "torch_compile";
 inline constexpr char kNonfiniteLossStop[] = "nonfinite_loss_stop";
 inline constexpr char kNonfiniteOrigin[] = "nonfinite_origin";  // where a NaN/Inf began
 inline constexpr char kProfilerWindow[] = "profiler_window";  // the profiled steps began
+// CUDA memory (python/trainscope/_cuda_memory.py): the allocator's history armed ahead of an
+// out-of-memory error (the device near full), and the error itself with its snapshot file.
+inline constexpr char kCudaMemoryHistory[] = "cuda_memory_history";
+inline constexpr char kCudaOutOfMemory[] = "cuda_out_of_memory";
+inline constexpr char kModelRegistered[] = "model_registered";  // hook.register_module's model
 // Stop requests (control/stop.json, rules, the agreed stop across ranks).
 inline constexpr char kStopRequested[] = "stop_requested";
 inline constexpr char kStopRequestInvalid[] = "stop_request_invalid";

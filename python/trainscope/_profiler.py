@@ -43,7 +43,10 @@ def _distributed_initialized() -> bool:
 
 
 class ProfilerWindow:
-    def __init__(self, config, run_dir: str, worker: str):
+    def __init__(self, config, run_dir: str, worker: str, role: str = ""):
+        # role: "culprit" (the worker a rule named), "reference" (the one profiled beside it
+        # for comparison), or "" (a window nobody singled out)
+        self.role = role
         self.config = config
         self.dir = os.path.join(run_dir, FILE.PROFILE_DIR)
         self.worker = worker
@@ -131,6 +134,8 @@ class ProfilerWindow:
             "functions": functions,
             "operators": operators[:max(self.config.top_functions, 100)],
         }
+        if self.role:
+            table["role"] = self.role
         fpath = os.path.join(self.dir, profile_file("functions", self.worker))
         tmp = fpath + ".tmp"
         with open(tmp, "w") as f:
@@ -143,6 +148,8 @@ class ProfilerWindow:
                 "functions": os.path.relpath(fpath, run_dir)}
         if self._trace_error:
             info["trace_error"] = self._trace_error
+        if self.role:
+            info["role"] = self.role
         return info
 
     def _stop_torch(self, last_step: int) -> list:

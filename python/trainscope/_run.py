@@ -257,6 +257,34 @@ class RunLifecycle:
             self._stack_watch = None
             self._fail("stacks", e)
 
+    _cuda_memory = None  # what filled CUDA memory, on a CUDA machine (_cuda_memory.py)
+
+    def _start_cuda_memory(self) -> None:
+        try:
+            from ._cuda_memory import CudaMemoryWatch
+            w = CudaMemoryWatch(self.out_dir, self.worker, writer=lambda: self._writer,
+                                step=lambda: self.step_count, fail=self._fail)
+            self._cuda_memory = w if w.active else None
+        except Exception as e:
+            self._fail("cuda memory", e)
+
+    def _note_exception(self, exc) -> None:
+        """An exception left the training (the hook's __exit__, the excepthook)."""
+        if exc is None or isinstance(exc, (TrainingStopped, GeneratorExit)):
+            return
+        self._exit_status = "crashed"  # recorded so in the history at close
+        try:
+            from ._cuda_memory import is_cuda_oom
+            if is_cuda_oom(exc):
+                if self._cuda_memory is None:  # a device seen late (or only now)
+                    from ._cuda_memory import CudaMemoryWatch
+                    self._cuda_memory = CudaMemoryWatch(
+                        self.out_dir, self.worker, writer=lambda: self._writer,
+                        step=lambda: self.step_count, fail=self._fail)
+                self._cuda_memory.on_exception(exc)
+        except Exception as e:
+            self._fail("cuda memory", e)
+
     # ================================================================================ stops
     def _poll_stop(self) -> None:
         if self._stop_reason is not None:
@@ -379,10 +407,20 @@ class RunLifecycle:
                  start + int(req["steps"]) - 1, self.worker, req["reason"] or
                  req["requested_by"])
 
+    def _profile_role(self) -> str:
+        """A window asked of several named workers: the first is the one a rule named (the
+        culprit), the others its references (rules/runner.cc's ProfilingSink)."""
+        req = self._profile_request
+        workers = (req or {}).get("workers") or []
+        if len(workers) < 2 or self.worker not in workers:
+            return ""
+        return "culprit" if workers[0] == self.worker else "reference"
+
     def _start_profiler(self) -> None:
         try:
             from ._profiler import ProfilerWindow
-            self._profiling = ProfilerWindow(self.profiler, self.out_dir, self.worker)
+            self._profiling = ProfilerWindow(self.profiler, self.out_dir, self.worker,
+                                             self._profile_role())
             self._profiling.start(self.step_count)
         except Exception as e:
             self._profiling = None
@@ -502,6 +540,8 @@ class RunLifecycle:
             self._dist.close()
         if self._stack_watch is not None:
             self._stack_watch.stop()
+        if self._cuda_memory is not None:
+            self._cuda_memory.close()
         if self._comm_timing is not None:
             try:
                 self._flush_pending()
@@ -615,7 +655,7 @@ def _chain_excepthook() -> None:
         try:
             if not (t is not None and issubclass(t, TrainingStopped)):
                 for h in list(_live_hooks):
-                    h._exit_status = "crashed"
+                    h._note_exception(v if v is not None else t())
         except Exception:
             pass
         prev(t, v, tb)

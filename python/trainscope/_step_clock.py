@@ -190,6 +190,8 @@ class ClockUpcalls:
             self._commit()
         if self._poll_often or not self._committing:
             self._poll_stop()
+        if self._cuda_memory is not None:
+            self._cuda_memory.on_step(self.step_count)
 
     def _slow_profile_start(self) -> None:
         if self.profiler is not None and self._profiling is None:

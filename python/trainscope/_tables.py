@@ -294,8 +294,20 @@ def run_id_of(data: dict) -> str:
 
 
 def captured_model(events: List[dict]) -> Optional[str]:
-    """The model `trainscope run`'s zero-code capture found (its instrumentation event,
-    python/trainscope/_autorun.py), or None."""
+    """The model the run trains: the one `trainscope run`'s zero-code capture found (its
+    instrumentation event, python/trainscope/_autorun.py), else the one a hook's
+    register_module named (model_registered), or None."""
+    for e in events:
+        if e["kind"] == EVENT.MODEL_REGISTERED:
+            try:
+                name = json.loads(e["json"]).get("name")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(name, str) and name:
+                registered = name
+                break
+    else:
+        registered = None
     for e in events:
         if e["kind"] != EVENT.INSTRUMENTATION:
             continue
@@ -305,7 +317,7 @@ def captured_model(events: List[dict]) -> Optional[str]:
             continue
         if isinstance(found, dict) and isinstance(found.get("name"), str):
             return found["name"]
-    return None
+    return registered
 
 
 def _model_of(config: dict, captured: Optional[str]) -> Optional[str]:

@@ -56,7 +56,7 @@ from ._run import (RunLifecycle, _register_atexit, _require_torch, _set_eval_fra
                    own_stream)
 from ._saving import Saving
 from ._schedule import SaveSchedule
-from ._schema import worker_stream
+from ._schema import EVENT, worker_stream
 from ._step_clock import (CALLBACK_LOSS, COUNTER_LOSS_NEXT, COUNTER_MODE_STEPS, COUNTER_NEXT_SAVE,
                           MODES, ClockUpcalls, _clock_field, _ModeArray, _now_us)
 from ._storage import GB, StorageAccount
@@ -264,6 +264,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
         if self._writer is not None:
             self._start_background()
             self._start_distributed()
+            self._start_cuda_memory()
         self._atexit = _register_atexit(self)
 
     def config(self) -> dict:
@@ -280,6 +281,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             "storage_budget_bytes": self.storage_budget_bytes,
             "raise_on_stop": self.raise_on_stop, "device_stats": self.device_stats,
             "profiler": self.profiler.to_config() if self.profiler else None,
+            **_instance_config(),
         }
 
     # ========================================================================= registration
@@ -316,6 +318,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
                 raise
             self._fail("register_module", e)
         self._arm_origin()  # a rule stops on a NaN: where it began (_nan_origin.py)
+        self._record_model(module)
         try:
             from . import _comm_timing, _distributed
             self._grads_final_only = _comm_timing.is_ddp(module) or self._shards is not None
@@ -323,6 +326,28 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
                 self._comm_timing = _comm_timing.attach(self, module)
         except Exception as e:
             self._fail("comm timing", e)
+
+    def _record_model(self, module) -> None:
+        """A model_registered event: which model this run trains (the Parquet runs table's
+        `model`, the team's "which rules fire most, per model"). DDP/FSDP/compile wrappers are
+        looked through."""
+        w = self._writer
+        if w is None:
+            return
+        try:
+            inner = module
+            for _ in range(4):
+                nxt = getattr(inner, "module", None) or getattr(inner, "_orig_mod", None)
+                if nxt is None or nxt is inner:
+                    break
+                inner = nxt
+            n = sum(p.numel() for p in inner.parameters())
+            cls = type(inner)
+            w.add_event(EVENT.MODEL_REGISTERED, json.dumps({
+                "name": cls.__name__, "class": f"{cls.__module__}.{cls.__qualname__}",
+                "parameters": int(n), "worker": self.worker}))
+        except Exception as e:
+            self._fail("register_module", e)
 
     def register_loss(self, criterion, name: str = "loss"):
         """Records the criterion's output as ``losses/<name>`` (every step by default).
@@ -525,7 +550,7 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc_type is not None and not issubclass(exc_type, (TrainingStopped, GeneratorExit)):
-            self._exit_status = "crashed"  # recorded so in the history at close
+            self._note_exception(exc if exc is not None else exc_type())
         self.close()
         return False
 
@@ -652,3 +677,13 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             self._mode_steps[Mode(int(m))] = int(s)
         self._reset_save_schedule()
         self._plan = None
+
+
+def _instance_config() -> dict:
+    """The machine type, when the environment names it: TRAINSCOPE_INSTANCE_TYPE, or SageMaker's
+    SM_CURRENT_INSTANCE_TYPE (the report's cost lookup, data/instances.json)."""
+    for var in ("TRAINSCOPE_INSTANCE_TYPE", "SM_CURRENT_INSTANCE_TYPE"):
+        v = os.environ.get(var, "").strip()
+        if v:
+            return {"instance_type": v}
+    return {}

@@ -3,6 +3,9 @@
 // tools/cli/oom_count.cc). The finding says so with the memory curve of the minutes before the
 // kill, read from the run's system samples (the monitored process tree, the memory cgroup and
 // the machine), so the report shows what grew and how close to which limit it was.
+// A CUDA out-of-memory error that left the training is the hook's cuda_out_of_memory event
+// (python/trainscope/_cuda_memory.py): the allocator's counters at the error, the device's
+// memory curve from the GPU samples, and the snapshot file for PyTorch's memory viewer.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -149,10 +152,75 @@ std::string Breakdown(const RunData& d, int64_t until_us, int64_t root_pid) {
   return out;
 }
 
+// The finding of one cuda_out_of_memory event.
+void AddCudaOomFinding(const RunData& d, const EventRecord& e, const nlohmann::json& j,
+                       RunAnalysis* a) {
+  auto num = [&j](const char* key) {
+    return j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
+  };
+  const double allocated = num("allocated_bytes"), reserved = num("reserved_bytes"),
+               peak = num("peak_allocated_bytes"), total = num("total_bytes");
+  const std::string worker = j.value("worker", std::string());
+  Finding f;
+  f.rule = "cuda_out_of_memory";
+  f.title = "CUDA out of memory";
+  f.severity = Severity::kCritical;
+  f.stop_worthy = false;  // the error ended the training
+  f.wall_us = e.wall_us;
+  f.firings = 1;
+  f.step = j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : -1;
+  f.value = std::isfinite(peak) ? peak : allocated;
+  f.threshold = total;
+  f.message = "the training ran out of GPU memory" +
+              (worker.empty() ? std::string() : " on " + worker) +
+              (f.step >= 0 ? " at step " + std::to_string(f.step) : std::string()) + ": " +
+              j.value("message", std::string("torch.cuda.OutOfMemoryError"));
+  std::string ev = "allocated " + Bytes(allocated) + ", reserved by the allocator " +
+                   Bytes(reserved) + ", peak allocated " + Bytes(peak) + " of " + Bytes(total);
+  if (j.contains("device") && j["device"].is_number_integer()) {
+    const std::string metric = "gpu" + std::to_string(j["device"].get<int64_t>()) +
+                               ".mem_used_bytes";
+    auto curve = Curve(d, metric, e.wall_us - kCurveWindowUs, e.wall_us);
+    if (!curve.empty()) ev += "; device memory used " + Describe(curve);
+  }
+  const std::string snapshot = j.value("snapshot", std::string());
+  if (!snapshot.empty()) {
+    ev += "; allocator snapshot " + snapshot +
+          (j.value("history", false)
+               ? " with every allocation's stack since step " +
+                     (j.contains("armed_at_step") && j["armed_at_step"].is_number_integer()
+                          ? std::to_string(j["armed_at_step"].get<int64_t>())
+                          : std::string("?"))
+               : std::string(" (segments only: the history was not armed)"));
+  }
+  f.evidence = ev;
+  const bool fragmented = std::isfinite(reserved) && std::isfinite(allocated) &&
+                          std::isfinite(total) && total > 0 &&
+                          reserved - allocated > 0.2 * total;
+  f.recommendation =
+      std::string(snapshot.empty() ? ""
+                                   : "Open " + snapshot +
+                                         " in PyTorch's memory viewer (pytorch.org/memory_viz) "
+                                         "to see which allocations, from which lines, held the "
+                                         "memory. ") +
+      (fragmented ? "The allocator held much more than was allocated (fragmentation): try "
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True. "
+                  : "") +
+      "Lower the memory a step needs: a smaller batch (with gradient accumulation to keep the "
+      "effective batch), activation checkpointing, mixed precision (bf16), or sharding the "
+      "optimizer state (FSDP/ZeRO).";
+  a->findings.push_back(std::move(f));
+}
+
 }  // namespace
 
 void AddOomFindings(const RunData& d, RunAnalysis* a) {
   for (const auto& e : d.events) {
+    if (e.kind == schema::event::kCudaOutOfMemory) {
+      auto j = nlohmann::json::parse(e.json, nullptr, false);
+      if (j.is_object()) AddCudaOomFinding(d, e, j, a);
+      continue;
+    }
     if (e.kind != schema::event::kChildExited) continue;
     auto j = nlohmann::json::parse(e.json, nullptr, false);
     if (!j.is_object() || !j.value("oom_killed", false)) continue;

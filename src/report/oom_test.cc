@@ -124,5 +124,44 @@ TEST(OomFinding, ANormalExitGivesNoneAndAKillWithoutSamplesStillDoes) {
   EXPECT_NE(a.findings.front().evidence.find("no system samples"), std::string::npos);
 }
 
+// A CUDA OutOfMemoryError seen by the hook (python/trainscope/_cuda_memory.py): its event
+// carries the allocator's counters and the snapshot the armed history wrote.
+TEST(OomFinding, ACudaOutOfMemoryErrorNamesTheSnapshotAndTheCounters) {
+  RunData d = OomRun(false);
+  auto& sys = d.system["monitor-host"];
+  for (int i = 0; i < 4; ++i) {
+    SystemSampleRecord r;
+    r.wall_us = kT0 + (150 + i * 5) * 1'000'000LL;
+    r.metrics = {{"gpu0.mem_used_bytes", (60 + 6 * i) * 1024 * kMiB}};
+    sys.push_back(r);
+  }
+  d.events.push_back(
+      {schema::event::kCudaOutOfMemory, kT0 + 170'000'000LL,
+       R"({"step":169,"worker":"worker-0","message":"CUDA out of memory. Tried to allocate 2.00 GiB",)"
+       R"("history":true,"armed_at_step":150,"allocated_bytes":60129542144,)"
+       R"("reserved_bytes":85899345920,"peak_allocated_bytes":64424509440,)"
+       R"("total_bytes":85899345920,"device":0,"snapshot":"memory/snapshot-worker-0.pickle"})"});
+  RunAnalysis a = Analyze(d, CostInput{});
+  const Finding* f = nullptr;
+  for (const auto& x : a.findings) {
+    if (x.rule == "cuda_out_of_memory") f = &x;
+  }
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kCritical);
+  EXPECT_EQ(f->step, 169);
+  EXPECT_NE(f->message.find("on worker-0 at step 169"), std::string::npos) << f->message;
+  EXPECT_NE(f->message.find("Tried to allocate 2.00 GiB"), std::string::npos);
+  EXPECT_NE(f->evidence.find("allocated 56 GiB"), std::string::npos) << f->evidence;
+  EXPECT_NE(f->evidence.find("of 80 GiB"), std::string::npos) << f->evidence;
+  EXPECT_NE(f->evidence.find("device memory used"), std::string::npos) << f->evidence;
+  EXPECT_NE(f->evidence.find("memory/snapshot-worker-0.pickle with every allocation's stack "
+                             "since step 150"),
+            std::string::npos)
+      << f->evidence;
+  EXPECT_NE(f->recommendation.find("memory_viz"), std::string::npos);
+  // reserved 80 GiB against 56 allocated: fragmentation is named
+  EXPECT_NE(f->recommendation.find("expandable_segments"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainscope

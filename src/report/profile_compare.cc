@@ -13,17 +13,28 @@ std::optional<ProfileComparison> CompareProfiles(const std::vector<ProfileWindow
     if (!w.operators.empty() && w.num_steps > 0 && w.step_time_us > 0) usable.push_back(&w);
   }
   if (usable.size() < 2) return std::nullopt;
-  const ProfileWindow* culprit = *std::max_element(
-      usable.begin(), usable.end(),
-      [](const ProfileWindow* a, const ProfileWindow* b) { return a->step_time_us < b->step_time_us; });
+  // The windows a rule asked for name their roles; otherwise the slowest window is the culprit
+  // and worker-0 (or the fastest other worker) the reference.
+  const ProfileWindow* culprit = nullptr;
   const ProfileWindow* reference = nullptr;
   for (const ProfileWindow* w : usable) {
-    if (w == culprit || w->worker == culprit->worker) continue;
-    if (w->worker == schema::WorkerStream(0)) {
-      reference = w;
-      break;
+    if (w->role == "culprit") culprit = w;
+    if (w->role == "reference" && reference == nullptr) reference = w;
+  }
+  if (culprit == nullptr || reference == nullptr || culprit->worker == reference->worker) {
+    culprit = *std::max_element(usable.begin(), usable.end(),
+                                [](const ProfileWindow* a, const ProfileWindow* b) {
+                                  return a->step_time_us < b->step_time_us;
+                                });
+    reference = nullptr;
+    for (const ProfileWindow* w : usable) {
+      if (w == culprit || w->worker == culprit->worker) continue;
+      if (w->worker == schema::WorkerStream(0)) {
+        reference = w;
+        break;
+      }
+      if (reference == nullptr || w->step_time_us < reference->step_time_us) reference = w;
     }
-    if (reference == nullptr || w->step_time_us < reference->step_time_us) reference = w;
   }
   if (reference == nullptr) return std::nullopt;
   auto per_step = [](const ProfileWindow& w) {

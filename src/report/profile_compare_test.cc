@@ -35,6 +35,27 @@ TEST(CompareProfiles, TheSlowRankAgainstWorkerZeroLargestDifferenceFirst) {
   EXPECT_DOUBLE_EQ(c->rows.back().reference_us, 0);
 }
 
+TEST(CompareProfiles, TheRolesARuleGaveWinOverStepTimes) {
+  // In a DDP job every rank's step takes as long as the slowest one's (they wait for each
+  // other), so the worker the rule named is the culprit, not the slowest window.
+  std::vector<ProfileWindow> ws = {
+      Window("worker-0", 9100, {{"aten::mm", 2500}, {"c10d::allreduce_", 30000}}),
+      Window("worker-1", 9000, {{"aten::mm", 2600}, {"loader", 40000}}),
+      Window("worker-2", 9000, {{"aten::mm", 2600}})};
+  ws[1].role = "culprit";
+  ws[2].role = "reference";
+  auto c = CompareProfiles(ws);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->culprit, "worker-1");
+  EXPECT_EQ(c->reference, "worker-2");
+  EXPECT_EQ(c->rows[0].name, "loader");
+  // one role alone: back to step times
+  ws[2].role = "";
+  c = CompareProfiles(ws);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->culprit, "worker-0");
+}
+
 TEST(CompareProfiles, NeedsTwoWorkersWithOperators) {
   EXPECT_FALSE(CompareProfiles({}).has_value());
   EXPECT_FALSE(CompareProfiles({Window("worker-0", 1000, {{"aten::mm", 1}})}).has_value());

@@ -82,6 +82,7 @@ std::vector<ProfileWindow> LoadProfiles(Env* env, const std::string& run_dir) {
       w.num_steps = j["window"].value("num_steps", int64_t{0});
     }
     w.step_time_us = j.value("step_time_us", 0.0);
+    if (j.contains("role") && j["role"].is_string()) w.role = j["role"].get<std::string>();
     w.functions = Entries(j.value("functions", nlohmann::json::array()));
     w.operators = Entries(j.value("operators", nlohmann::json::array()));
     std::string trace = schema::ProfileFile(schema::ProfileFileKind::kTrace, w.worker);

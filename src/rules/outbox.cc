@@ -2,6 +2,8 @@
 #include "rules/outbox.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -256,6 +258,52 @@ std::vector<OutboxEntry> Outbox::Load(std::vector<std::string>* bad) const {
 
 std::string OutboxDir(const std::string& run_dir) {
   return run_dir.empty() ? "" : run_dir + "/" + schema::kOutboxDir;
+}
+
+FlushResult FlushOutbox(Outbox& outbox, std::vector<OutboxEntry> entries, double wait_s,
+                        const std::function<void(const OutboxEntry&, const std::string&)>&
+                            on_refused) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::microseconds(static_cast<int64_t>(std::max(0.0, wait_s) * 1e6));
+  FlushResult r;
+  bool first_round = true;  // every entry once now, whatever its backoff said
+  while (!entries.empty()) {
+    int64_t next = INT64_MAX;
+    for (size_t i = 0; i < entries.size();) {
+      OutboxEntry& e = entries[i];
+      if (!first_round && e.next_attempt_us > NowMicros()) {
+        next = std::min(next, e.next_attempt_us);
+        ++i;
+        continue;
+      }
+      const DeliveryOutcome out = DeliverOnce(e, e.action.timeout_ms);
+      e.attempts++;
+      if (out.kind == DeliveryOutcome::kRetry) {
+        e.next_attempt_us = NowMicros() + BackoffMicros(e.attempts, out.retry_after_s);
+        e.last_error = out.error;
+        outbox.Put(e);
+        next = std::min(next, e.next_attempt_us);
+        ++i;
+        continue;
+      }
+      if (out.kind == DeliveryOutcome::kDelivered) {
+        ++r.delivered;
+      } else {
+        ++r.refused;
+        if (on_refused) on_refused(e, out.error);
+      }
+      outbox.Remove(e.key);
+      entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    first_round = false;
+    if (entries.empty() || next == INT64_MAX) break;
+    const auto wait = std::chrono::microseconds(std::max<int64_t>(next - NowMicros(), 1000));
+    if (Clock::now() + wait > deadline) break;
+    std::this_thread::sleep_for(wait);
+  }
+  r.left = std::move(entries);
+  return r;
 }
 
 }  // namespace trainscope::rules

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -68,5 +69,22 @@ class Outbox {
 
 // Where a run's outbox lives: RUN/outbox.
 std::string OutboxDir(const std::string& run_dir);
+
+// What FlushOutbox did: delivered and refused counts, and the entries still waiting.
+struct FlushResult {
+  size_t delivered = 0;
+  size_t refused = 0;
+  std::vector<OutboxEntry> left;
+};
+
+// Delivers what `outbox` holds, outside any dispatcher (`trainscope notify --flush`, and
+// `trainscope run` after its training ended): every entry once now, whatever its backoff said,
+// then retries when due (backoff, Retry-After) until `wait_s` has passed. A delivered or
+// refused-for-good entry's file is removed; `on_refused(entry, error)` is called for each one
+// refused. Retries are written back to the entry's file. Bounded by wait_s plus one attempt's
+// timeout per entry.
+FlushResult FlushOutbox(Outbox& outbox, std::vector<OutboxEntry> entries, double wait_s,
+                        const std::function<void(const OutboxEntry&, const std::string&)>&
+                            on_refused = nullptr);
 
 }  // namespace trainscope::rules

@@ -169,7 +169,8 @@ const std::vector<std::string_view>& EventKinds() {
   using namespace event;  // NOLINT: the list below is the namespace, in order
   static const std::vector<std::string_view> kinds = {
       kRunStart, kRunEnd, kStreamEnd, kHookError, kStorageWarning, kTorchCompile,
-      kNonfiniteLossStop, kNonfiniteOrigin, kProfilerWindow, kStopRequested, kStopRequestInvalid,
+      kNonfiniteLossStop, kNonfiniteOrigin, kProfilerWindow, kCudaMemoryHistory, kCudaOutOfMemory,
+      kModelRegistered, kStopRequested, kStopRequestInvalid,
       kStopHonoured, kStopDeferred, kStopAgreed, kStopSyncOn, kStopSyncOff, kStopSyncStats,
       kStacksCaptured,
       kCheckpoint, kCheckpointSkipped, kCheckpointInvalid, kCheckpointFailed, kPreempted, kResumed,

@@ -2,15 +2,20 @@
 payload formats, HMAC signatures, secrets kept out of the run's files, configuration errors at
 start, and the outbox that delivers an alert once when a down endpoint comes back.
 
-The receivers are real HTTP(S) servers (http.server, wrapped with ssl) on 127.0.0.1, port 0,
-in threads of the test, stopped at the end of each test."""
+The receivers are real HTTP(S) and SMTP servers (tests/python/alert_servers.py: http.server
+wrapped with ssl, aiosmtpd) on 127.0.0.1 on free ports, each in its own process, started by the
+test and stopped by PID."""
+import base64
 import hashlib
 import hmac
-import http.server
 import json
 import os
-import ssl
+import shutil
+import signal
+import statistics
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 
@@ -23,57 +28,92 @@ pytestmark = pytest.mark.skipif(not getattr(ts._core, "HAVE_RULES", False),
                                 reason="built without the rules layer")
 
 
-class Receiver:
-    """An HTTP(S) endpoint that records every POST; answers 503 (Retry-After: 1) while `down`."""
+SERVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "alert_servers.py")
+
+
+class ServerProcess:
+    """One of alert_servers.py's endpoints in its own process: started here, ready once it has
+    written its port (polled, bounded), stopped by PID. Its requests are read back from the
+    JSON lines it appends to STATE/requests.jsonl."""
+
+    def __init__(self, kind, *args):
+        self.state = tempfile.mkdtemp(prefix=f"ts-alert-{kind}-")
+        self.proc = subprocess.Popen([sys.executable, SERVERS, kind, self.state, *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        port_file = os.path.join(self.state, "port")
+        deadline = time.monotonic() + 30
+        while not os.path.exists(port_file):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                err = self.proc.stderr.read().decode() if self.proc.poll() is not None else ""
+                self.close()
+                raise RuntimeError(f"alert server {kind} did not start: {err}")
+            time.sleep(0.05)
+        self.port = int(open(port_file).read())
+
+    def requests(self):
+        path = os.path.join(self.state, "requests.jsonl")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.endswith("\n")]
+
+    def wait_for(self, pred, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self.requests()
+            if pred(got):
+                return got
+            time.sleep(0.05)
+        return self.requests()
+
+    def close(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.proc.stderr.close()
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+class Receiver(ServerProcess):
+    """A webhook endpoint (HTTP, or HTTPS with `tls`) that records every POST; answers 503
+    (Retry-After: 1) while `down`."""
 
     def __init__(self, tls=None):
-        self.posts = []          # (path, headers, body, status) of every request
-        self.delivered = []      # those answered 2xx
-        self.down = False
-        self.cond = threading.Condition()
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with outer.cond:
-                    down = outer.down
-                    outer.posts.append((self.path, dict(self.headers), body,
-                                        503 if down else 200))
-                    if not down:
-                        outer.delivered.append((self.path, dict(self.headers), body))
-                    outer.cond.notify_all()
-                self.send_response(503 if down else 200)
-                if down:
-                    self.send_header("Retry-After", "1")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        if tls:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(tls["cert"], tls["key"])
-            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        super().__init__("http", *(["--cert", tls["cert"], "--key", tls["key"]] if tls else []))
         self.scheme = "https" if tls else "http"
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+
+    @property
+    def down(self):
+        return os.path.exists(os.path.join(self.state, "down"))
+
+    @down.setter
+    def down(self, value):
+        flag = os.path.join(self.state, "down")
+        if value:
+            open(flag, "w").close()
+        elif os.path.exists(flag):
+            os.remove(flag)
+
+    @property
+    def posts(self):
+        """(path, headers, body, status) of every request so far."""
+        return [(r["path"], r["headers"], base64.b64decode(r["body"]), r["status"])
+                for r in self.requests()]
+
+    @property
+    def delivered(self):
+        return [(p, h, b) for p, h, b, status in self.posts if status == 200]
 
     def url(self, path="/hook"):
         return f"{self.scheme}://127.0.0.1:{self.port}{path}"
 
     def wait_delivered(self, n=1, timeout=30):
-        with self.cond:
-            self.cond.wait_for(lambda: len(self.delivered) >= n, timeout)
-            return list(self.delivered)
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(10)
+        self.wait_for(lambda got: sum(r["status"] == 200 for r in got) >= n, timeout)
+        return self.delivered
 
 
 @pytest.fixture
@@ -126,9 +166,11 @@ class FiresBetween(ts.Rule):
         return False
 
 
-def run_training(run_dir, actions, steps=6, sleep_s=0.02, until=None, rule=None):
+def run_training(run_dir, actions, steps=6, sleep_s=0.02, until=None, rule=None,
+                 step_times=None):
     """A tiny training under a hook whose one rule fires at step 2 with `actions`; runs `steps`
-    steps, or until `until()` is true (bounded by 60 s). Returns the hook (closed)."""
+    steps, or until `until()` is true (bounded by 60 s). `step_times` gets (start, duration) of
+    each step (time.monotonic()). Returns the hook (closed)."""
     import torch
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 2)
@@ -140,11 +182,14 @@ def run_training(run_dir, actions, steps=6, sleep_s=0.02, until=None, rule=None)
         deadline = time.monotonic() + 60
         step = 0
         while time.monotonic() < deadline:
+            t0 = time.monotonic()
             loss = model(torch.randn(3, 4)).pow(2).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
             step += 1
+            if step_times is not None:
+                step_times.append((t0, time.monotonic() - t0))
             time.sleep(sleep_s)
             if (until is None and step >= steps) or (until is not None and until()):
                 break
@@ -197,22 +242,36 @@ def test_https_needs_the_private_ca(tmp_path, tls_files, monkeypatch):
 
 
 def test_down_endpoint_gets_the_alert_once_when_it_comes_back(run_dir, receiver):
+    """The endpoint answers 503 for the first 20 s of a run whose rule fires at step 2: the
+    alert arrives once when it comes back, and the training's steps are not slowed meanwhile
+    (deliveries run on the dispatcher's thread, never the training's)."""
     receiver.down = True  # 503 with Retry-After: 1
-    back = threading.Timer(4.0, lambda: setattr(receiver, "down", False))
+    outage_s = 20.0
+    step_times = []  # (start, duration) of every step on the training thread
+    started = time.monotonic()
+    back = threading.Timer(outage_s, lambda: setattr(receiver, "down", False))
     back.start()
     try:
         run_training(run_dir, [{"type": "webhook", "url": receiver.url(), "format": "discord"}],
-                     until=lambda: bool(receiver.delivered))
+                     until=lambda: bool(receiver.delivered), step_times=step_times)
     finally:
         back.cancel()
     got = receiver.wait_delivered()
     assert len(got) == 1
-    assert [p[3] for p in receiver.posts if p[3] == 503], "down for the first attempts"
-    assert [p[3] for p in receiver.posts][-1] == 200
+    statuses = [p[3] for p in receiver.posts]
+    assert statuses.count(503) >= 3, statuses  # retried while down (backoff, Retry-After)
+    assert statuses[-1] == 200 and statuses.count(200) == 1
     keys = {p[1]["Idempotency-Key"] for p in receiver.posts}
     assert len(keys) == 1  # every attempt is the same alert
     assert json.loads(got[0][2])["embeds"][0]["title"] == "FiresAt"
     assert outbox_files(run_dir) == []
+    # Step times while the endpoint was down vs after it came back, from the same run.
+    during = [d for t, d in step_times if 1.0 < t - started < outage_s - 1.0]
+    after = [d for t, d in step_times if t - started > outage_s + 0.5]
+    assert len(during) > 100, "the training kept stepping while the alert waited"
+    if len(after) >= 5:
+        assert statistics.median(during) <= 1.5 * statistics.median(after), (
+            statistics.median(during), statistics.median(after))
 
 
 def test_pagerduty_triggers_then_resolves_with_one_dedup_key(run_dir, receiver, monkeypatch):
@@ -298,55 +357,30 @@ def test_run_json_shows_action_urls_redacted(run_dir, receiver):
     assert f"http://127.0.0.1:{receiver.port}" in text  # the host stays: which endpoint
 
 
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_email_goes_out_over_starttls_with_auth(run_dir, tls_files, monkeypatch):
-    aiosmtpd = pytest.importorskip("aiosmtpd")
-    from aiosmtpd.controller import Controller
-    from aiosmtpd.smtp import AuthResult
-    del aiosmtpd
-
-    received, logins = [], []
-
-    class Handler:
-        async def handle_DATA(self, server, session, envelope):
-            received.append((envelope.mail_from, list(envelope.rcpt_tos),
-                             envelope.content.decode("utf-8"), bool(session.ssl)))
-            return "250 OK"
-
-    def authenticator(server, session, envelope, mechanism, auth_data):
-        ok = auth_data.login == b"trainer" and auth_data.password == b"pa55word"
-        logins.append((mechanism, ok))
-        return AuthResult(success=ok)
-
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(tls_files["cert"], tls_files["key"])
-    port = _free_port()
-    smtp = Controller(Handler(), hostname="127.0.0.1", port=port, tls_context=ctx,
-                      require_starttls=True, auth_required=True, auth_require_tls=True,
-                      authenticator=authenticator, ready_timeout=10)
-    smtp.start()
+    pytest.importorskip("aiosmtpd")
+    smtp = ServerProcess("smtp", "--cert", tls_files["cert"], "--key", tls_files["key"],
+                         "--user", "trainer", "--password", "pa55word")
     try:
         monkeypatch.setenv("TS_TEST_SMTP_PASSWORD", "pa55word")
-        run_training(run_dir, [{"type": "email", "smtp_url": f"smtp://127.0.0.1:{port}",
+        run_training(run_dir, [{"type": "email", "smtp_url": f"smtp://127.0.0.1:{smtp.port}",
                                 "starttls": True, "ca_file": tls_files["ca"],
                                 "from": "trainscope@example.com",
                                 "to": ["oncall@example.com", "me@example.com"],
                                 "username": "trainer",
                                 "password_env": "TS_TEST_SMTP_PASSWORD"}])
+        got = smtp.wait_for(lambda g: any("content" in r for r in g))
     finally:
-        smtp.stop()
+        smtp.close()
+    received = [r for r in got if "content" in r]
+    logins = [r for r in got if "auth" in r]
     assert len(received) == 1
-    mail_from, rcpt, content, tls = received[0]
-    assert tls  # STARTTLS happened before the mail
-    assert logins and all(ok for _, ok in logins)
-    assert mail_from == "trainscope@example.com"
-    assert rcpt == ["oncall@example.com", "me@example.com"]
+    mail = received[0]
+    assert mail["tls"]  # STARTTLS happened before the mail
+    assert logins and all(r["ok"] for r in logins)
+    assert mail["from"] == "trainscope@example.com"
+    assert mail["to"] == ["oncall@example.com", "me@example.com"]
+    content = mail["content"]
     assert "Subject: [trainscope] FiresAt IssuesFound at step" in content
     assert "(run run)" in content and "evidence at step" in content
     assert "\nMessage-ID: <ts-" in content.replace("\r\n", "\n")
@@ -366,3 +400,79 @@ def test_bad_email_config_is_one_error_at_start(run_dir, action, key):
     with pytest.raises(ts.ConfigError) as e:
         ts.Hook(run_dir, rules=[ts.Rule("dead_loss", actions=[action])])
     assert key in str(e.value)
+
+
+TRAINING_THAT_ALERTS = r"""
+import os, sys, time
+import torch
+import trainscope as ts
+
+class FiresAt(ts.Rule):
+    def __init__(self, at, actions):
+        super().__init__(actions=actions)
+        self.at = at
+    def invoke_at_step(self, step):
+        if step >= self.at:
+            raise ts.RuleFired(f"evidence at step {step}", value=1.0, threshold=0.0)
+        return False
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+action = {"type": "webhook", "url": sys.argv[1], "format": "slack"}
+with ts.Hook(os.environ["TRAINSCOPE_RUN_DIR"], system_monitor_interval_ms=0,
+             rules=[FiresAt(2, [action])], writer_options={"flush_interval_ms": 10}) as hook:
+    hook.register_module(model)
+    for _ in range(20):
+        model(torch.randn(3, 4)).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+        time.sleep(0.02)
+"""
+
+
+def test_trainscope_run_delivers_what_the_training_left(tmp_path, receiver):
+    """The training ends while the endpoint is down (its hook gives the outbox 2 s): `trainscope
+    run` keeps retrying after the child exited and delivers the alert once it comes back."""
+    cli = cli_path()
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING_THAT_ALERTS)
+    receiver.down = True
+    back = threading.Timer(6.0, lambda: setattr(receiver, "down", False))
+    back.start()
+    out = tmp_path / "run"
+    try:
+        p = subprocess.run([cli, "run", "--out", str(out), "--no-instrument", "--interval-ms",
+                            "200", "--alert-wait-s", "30", "--", sys.executable, str(script),
+                            receiver.url("/services/T0/B0/SECRETPATH")],
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        back.cancel()
+    assert p.returncode == 0, p.stderr
+    assert "delivering 1 alert the training left" in p.stderr, p.stderr
+    assert "1 left alert delivered" in p.stderr, p.stderr
+    assert "SECRETPATH" not in p.stderr
+    statuses = [post[3] for post in receiver.posts]
+    assert statuses.count(200) == 1 and statuses[-1] == 200, statuses
+    assert 503 in statuses
+    assert outbox_files(str(out)) == []
+    assert len({post[1]["Idempotency-Key"] for post in receiver.posts}) == 1
+
+
+def test_trainscope_run_keeps_undelivered_alerts_for_notify(tmp_path, receiver):
+    cli = cli_path()
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING_THAT_ALERTS)
+    receiver.down = True  # for good
+    out = tmp_path / "run"
+    p = subprocess.run([cli, "run", "--out", str(out), "--no-instrument", "--alert-wait-s", "2",
+                        "--", sys.executable, str(script), receiver.url()],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "1 alert not delivered" in p.stderr and "trainscope notify --flush" in p.stderr
+    assert len(outbox_files(str(out))) == 1
+    receiver.down = False
+    q = subprocess.run([cli, "notify", "--flush", str(out)], capture_output=True, text=True,
+                       timeout=60)
+    assert q.returncode == 0 and "delivered 1" in q.stdout, q.stdout + q.stderr
+    assert outbox_files(str(out)) == []

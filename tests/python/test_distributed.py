@@ -193,6 +193,37 @@ def test_straggler_fires_with_the_readme_usage_without_register_optimizer(tmp_pa
     assert not [e for e in none.rule_events() if e["status"] == "IssuesFound"]
 
 
+def test_straggler_profiles_the_slow_rank_and_a_reference_rank(tmp_path, cli, monkeypatch):
+    # Issue 34, item 3: when straggler fires (in rank 0's hook, over both streams), the rank it
+    # names and a reference rank each record a profiler window; the report compares the two.
+    monkeypatch.setenv("TRAINSCOPE_PROFILE_ON_FIRE", "3")
+    out = tmp_path / "job"
+    torchrun(tmp_path, "--scenario", "straggler", "--out", str(out), "--cases", "data",
+             "--max-steps", "70", "--slow-ms", "20", "--rules")
+    run = ts.open_run(str(out / "data"))
+    fired = [e for e in run.rule_events()
+             if e["rule"] == "straggler" and e["status"] == "IssuesFound"]
+    assert fired and fired[0]["worker"] == "worker-1", run.rule_events()
+    windows = run.events("profiler_window")
+    by_worker = {w["worker"]: w for w in windows}
+    assert set(by_worker) == {"worker-0", "worker-1"}, windows
+    for w in windows:
+        assert w["num_steps"] == 3 and w["reason"].startswith("rule straggler"), w
+        assert w["start_step"] > fired[0]["step"], (w, fired[0])
+        trace = out / "data" / "profile" / f"trace-{w['worker']}.json"
+        assert trace.stat().st_size > 0
+        json.load(open(trace))  # a whole Chrome trace
+    rep = subprocess.run([cli, "report", str(out / "data"), "--no-history"],
+                         capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    summary = json.load(open(out / "data" / "report" / "summary.json"))
+    cmp = summary["profile_comparison"]
+    assert cmp["culprit"] == "worker-1" and cmp["reference"] == "worker-0", cmp
+    assert cmp["culprit_step_us"] > 0 and cmp["operators"], cmp
+    assert {w["worker"]: w.get("role") for w in windows} == {"worker-1": "culprit",
+                                                             "worker-0": "reference"}
+
+
 def test_hang_captures_every_ranks_stacks_and_trainscope_run_ends_the_job(tmp_path, cli):
     # rank 1 blocks in its data loader, rank 0 in its DDP backward's all-reduce. The hooks'
     # stalled_training_loop (2 s) captures both ranks' stacks; trainscope run's own (20 s: it

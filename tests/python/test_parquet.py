@@ -535,3 +535,39 @@ def test_column_reader_hands_each_stream_over_once_and_passes_errors_on(runs):
     with pytest.raises(OSError, match="No space left"):
         _core.read_columns(runs[0], ["steps"], "", full_disk)
     assert len(calls) == 1  # none handed over after the failure
+
+
+def test_a_plain_hook_run_names_its_model_and_the_instance_type(tmp_path, monkeypatch):
+    """ts.Hook + register_module (no zero-code capture) names the model through its
+    model_registered event, looked through DDP-style wrappers; the instance type comes from
+    TRAINSCOPE_INSTANCE_TYPE (or SageMaker's SM_CURRENT_INSTANCE_TYPE)."""
+    import torch
+
+    class Classifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    class Wrapper(torch.nn.Module):  # like DistributedDataParallel: the model in .module
+        def __init__(self, m):
+            super().__init__()
+            self.module = m
+
+        def forward(self, x):
+            return self.module(x)
+
+    monkeypatch.setenv("TRAINSCOPE_INSTANCE_TYPE", "g5.xlarge")
+    run_dir = str(tmp_path / "plain")
+    model = Wrapper(Classifier())
+    with ts.Hook(run_dir, system_monitor_interval_ms=0) as hook:
+        hook.register_module(model)
+        for _ in range(3):
+            model(torch.randn(2, 4)).sum().backward()
+    run = ts.open_run(run_dir)
+    ev = run.events("model_registered")
+    assert ev and ev[0]["name"] == "Classifier" and ev[0]["parameters"] == 10, ev
+    row = run.table("runs").to_pylist()[0]
+    assert row["model"] == "Classifier" and row["instance_type"] == "g5.xlarge", row

@@ -2,10 +2,7 @@
 // (RUN/outbox, docs/rules.md "Delivery"): those a training left when it ended while an endpoint
 // was down. Each goes out with its own idempotency key, so a receiver that saw it already drops
 // it. The secrets are read again from the variables or files the entry names.
-#include <algorithm>
-#include <chrono>
 #include <ostream>
-#include <thread>
 
 #include "command.h"
 #include "rules/outbox.h"
@@ -24,12 +21,6 @@ removed; one the endpoint refuses for good (a 4xx other than 408/425/429, a cert
 does not verify) is removed and named.
 Exit status (docs/cli.md): 0 the outbox is empty, 1 alerts are left, 3 no such run, 2 usage
 error.)";
-
-int64_t MonoMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 int Notify(Context& ctx) {
   Args args(ctx.args);
@@ -54,47 +45,16 @@ int Notify(Context& ctx) {
     ctx.err << "trainscope: warning: " << outbox.dir() << "/" << name
             << " is not an outbox entry; left as it is\n";
   }
-  const int64_t deadline = MonoMs() + static_cast<int64_t>(wait_s * 1000);
-  size_t delivered = 0, refused = 0;
-  bool first_round = true;  // every entry once now, whatever its backoff said
-  while (!left.empty()) {
-    int64_t next = INT64_MAX;
-    for (size_t i = 0; i < left.size();) {
-      rules::OutboxEntry& e = left[i];
-      if (!first_round && e.next_attempt_us > NowMicros()) {
-        next = std::min(next, e.next_attempt_us);
-        ++i;
-        continue;
-      }
-      const rules::DeliveryOutcome out = rules::DeliverOnce(e, e.action.timeout_ms);
-      e.attempts++;
-      if (out.kind == rules::DeliveryOutcome::kRetry) {
-        e.next_attempt_us = NowMicros() + rules::BackoffMicros(e.attempts, out.retry_after_s);
-        e.last_error = out.error;
-        outbox.Put(e);
-        next = std::min(next, e.next_attempt_us);
-        ++i;
-        continue;
-      }
-      if (out.kind == rules::DeliveryOutcome::kDelivered) {
-        ++delivered;
-      } else {
-        ++refused;
-        ctx.err << "trainscope: error: rule " << e.event.rule << " alert " << e.key
-                << " refused: " << out.error << "\n";
-      }
-      outbox.Remove(e.key);
-      left.erase(left.begin() + static_cast<std::ptrdiff_t>(i));
-    }
-    first_round = false;
-    if (left.empty() || next == INT64_MAX) break;
-    const int64_t wait_ms = (next - NowMicros()) / 1000;
-    if (MonoMs() + wait_ms > deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(wait_ms, 1)));
-  }
-  ctx.out << "delivered " << delivered << ", refused " << refused << ", left " << left.size()
-          << (left.empty() ? "" : " (" + left.front().last_error + ")") << "\n";
-  return left.empty() ? kExitOk : kExitFailed;
+  const rules::FlushResult r =
+      rules::FlushOutbox(outbox, std::move(left), wait_s,
+                         [&ctx](const rules::OutboxEntry& e, const std::string& error) {
+                           ctx.err << "trainscope: error: rule " << e.event.rule << " alert "
+                                   << e.key << " refused: " << error << "\n";
+                         });
+  ctx.out << "delivered " << r.delivered << ", refused " << r.refused << ", left "
+          << r.left.size() << (r.left.empty() ? "" : " (" + r.left.front().last_error + ")")
+          << "\n";
+  return r.left.empty() ? kExitOk : kExitFailed;
 }
 
 }  // namespace

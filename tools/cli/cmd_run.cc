@@ -22,6 +22,7 @@
 #include "flight_recorder.h"
 #include "instrument.h"
 #include "run_status_line.h"
+#include "rules/outbox.h"
 #include "trainscope/profile_request.h"
 #include "trainscope/reader.h"
 #include "trainscope/report.h"
@@ -45,7 +46,8 @@ constexpr char kUsage[] =
     "         [--actions stop_training,log] [--config FILE]\n"
     "         [--metrics-port N] [--metrics-host H]\n"
     "         [--term-after-s S] [--kill-after-s S] [--quiet]\n"
-    "         [--no-instrument] [--model-regex RX] [--profile-on-fire N]\n\n"
+    "         [--no-instrument] [--model-regex RX] [--profile-on-fire N]\n"
+    "         [--alert-wait-s S]\n\n"
     "Starts COMMAND (a Python or C++ training) as a child and records into RUN: system and GPU\n"
     "samples of the child's process tree every N ms (default 500, 100..60000), and whatever the\n"
     "trainscope hook inside the child writes (it finds RUN through TRAINSCOPE_RUN_DIR).\n"
@@ -68,6 +70,9 @@ constexpr char kUsage[] =
     "--profile-on-fire N: when a step-time rule (step_outlier, straggler, low_gpu_utilization,\n"
     "dataloader) first fires, the worker it names and a reference worker record a profiler\n"
     "window of N steps (default 5, 0 never; `trainscope profile RUN` asks for one any time).\n"
+    "--alert-wait-s S: alerts (webhook, e-mail) the training could not deliver before it ended\n"
+    "(an endpoint down) are retried for up to S seconds more (default 10, 0 never) after it\n"
+    "exited; what is still left stays in RUN/outbox for `trainscope notify --flush RUN`.\n"
     "Default RUN: runs/<command>-<yyyymmdd-hhmmss>. --term-after-s and --kill-after-s are\n"
     "seconds > 0 (at most 86400); --metrics-port 0..65535 (0: a free port).\n"
     "Exit status: the child's (76 when trainscope stopped it at a step), 2 on a usage error,\n"
@@ -117,6 +122,31 @@ int RunUnmonitored(Context& ctx, const std::vector<std::string>& command, const 
   return child.exit_code();
 }
 
+// The training's hooks give undelivered alerts (an endpoint down) only about 2 s when they close;
+// `trainscope run` outlives them and keeps retrying what RUN/outbox holds for `wait_s` more.
+void DeliverLeftAlerts(Context& ctx, const std::string& run_dir, double wait_s, bool quiet) {
+  rules::Outbox outbox(rules::OutboxDir(run_dir));
+  std::vector<rules::OutboxEntry> left = outbox.Load();
+  if (left.empty() || wait_s <= 0) return;
+  if (!quiet) {
+    ctx.err << "trainscope run: delivering " << left.size() << " alert"
+            << (left.size() == 1 ? "" : "s") << " the training left (" << left.front().last_error
+            << "); up to " << wait_s << " s (--alert-wait-s)\n";
+  }
+  const rules::FlushResult r = rules::FlushOutbox(
+      outbox, std::move(left), wait_s, [&ctx](const rules::OutboxEntry& e, const std::string& error) {
+        ctx.err << "trainscope run: rule " << e.event.rule << " alert refused: " << error << "\n";
+      });
+  if (!r.left.empty()) {
+    ctx.err << "trainscope run: " << r.left.size() << " alert" << (r.left.size() == 1 ? "" : "s")
+            << " not delivered (" << r.left.front().last_error
+            << "); kept in the run's outbox: trainscope notify --flush " << run_dir << "\n";
+  } else if (!quiet && r.delivered > 0) {
+    ctx.err << "trainscope run: " << r.delivered << " left alert" << (r.delivered == 1 ? "" : "s")
+            << " delivered\n";
+  }
+}
+
 int Run(Context& ctx) {
   Args args(ctx.args);
   std::vector<std::string> command = args.TakeAfterDashDash();
@@ -128,6 +158,7 @@ int Run(Context& ctx) {
   std::string actions = args.Take("--actions", "log", &actions_given);
   const double term_after = args.TakeNumber("--term-after-s", 10, 0, 86400, /*min_exclusive=*/true);
   const double kill_after = args.TakeNumber("--kill-after-s", 10, 0, 86400, /*min_exclusive=*/true);
+  const double alert_wait = args.TakeNumber("--alert-wait-s", 10, 0, 3600);
   bool quiet = args.TakeBool("--quiet");
   bool no_instrument = args.TakeBool("--no-instrument");
   std::string model_regex = args.Take("--model-regex");
@@ -359,6 +390,7 @@ int Run(Context& ctx) {
   if (metrics) metrics->Stop();
   if (sampler.ok()) (*sampler)->Stop();
   if (runner) runner->Stop(/*finish=*/true);
+  DeliverLeftAlerts(ctx, out, alert_wait, quiet);
   int code = child.exit_code();
   std::vector<std::string> captured;
   bool stopped_at_step = code == kStoppedExitCode;
