@@ -36,7 +36,9 @@ std::string BaseName(const std::string& rel) {
 
 bool Skipped(const std::string& rel) {
   const std::string base = BaseName(rel);
-  return rel == kSpoolMarker || base.find(".tmp.") != std::string::npos ||
+  // Dot files are the writer's own (".reserve", the disk space it frees to finish a stream on
+  // a full disk) or the spool's; temp files are renamed into place.
+  return base.empty() || base[0] == '.' || base.find(".tmp.") != std::string::npos ||
          rel.rfind(std::string(schema::kControlDir) + "/", 0) == 0;
 }
 
@@ -325,8 +327,8 @@ struct Shipper::Impl {
         continue;
       }
       ok = ShipFile(rel, final_pass);
-      const FileState& st = files[rel];
-      if (!ok || !st.shipped) ++pending;
+      auto it = files.find(rel);  // none: the file went away before it was read
+      if (!ok || (it != files.end() && !it->second.shipped)) ++pending;
     }
     if (ok) Evict(rels);
     const int64_t now = MonoUs();
