@@ -19,6 +19,21 @@ import trainscope as ts  # noqa: E402
 torch.set_num_threads(1)
 
 
+class Crit(torch.nn.Module):
+    """Cross entropy whose value turns NaN at call `nan_at` (0-based; -1: never)."""
+
+    def __init__(self, nan_at):
+        super().__init__()
+        self.nan_at, self.calls = nan_at, 0
+
+    def forward(self, out, y):
+        loss = torch.nn.functional.cross_entropy(out, y)
+        if self.calls == self.nan_at:
+            loss = loss + torch.tensor(float("nan"))  # a constant: backward stays finite
+        self.calls += 1
+        return loss
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -36,13 +51,11 @@ def main():
                    system_monitor_interval_ms=0)
     hook.register_module(model)
     hook.register_optimizer(opt)
-    crit = torch.nn.CrossEntropyLoss()
+    crit = Crit(a.nan_at)
     hook.register_loss(crit)
     for step in range(a.steps):
         x, y = torch.randn(8, 8, generator=g), torch.randint(0, 3, (8,), generator=g)
         loss = crit(model(x), y)
-        if step == a.nan_at:
-            loss = loss + torch.tensor(float("nan"))
         opt.zero_grad()
         loss.backward()
         opt.step()

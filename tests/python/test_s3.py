@@ -1,6 +1,6 @@
 """Runs in S3-compatible object storage (#26, docs/storage.md), against a real S3 server: moto's
-standalone server (requirements/dev.txt), started here on 127.0.0.1 with IAM authentication on,
-so every request trainscope makes is checked against its SigV4 signature. What trainscope
+standalone server (requirements/dev.txt), started here on 127.0.0.1 (a second one with IAM
+authentication on checks trainscope's SigV4 signatures and refuses wrong credentials). What trainscope
 wrote is checked with an independent client (boto3). The store's outages are made by a TCP
 proxy of this test between trainscope and the server (stopped: nothing listens, connections
 are cut; started again on the same port)."""
@@ -95,47 +95,79 @@ class Proxy:
                 pass
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """moto's S3 server with authentication on; yields (endpoint, key id, secret, proxy)."""
+def _moto(log_path, auth):
     port = _free_port()
-    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="4")
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
+    env = dict(os.environ)
+    if auth:
+        env["INITIAL_NO_AUTH_ACTION_COUNT"] = "4"  # then every request's signature is checked
+    log = open(log_path, "w")
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
                              str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1)
+            return proc, port
+        except Exception:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                _stop(proc)
+                pytest.fail("moto server did not start")
+            time.sleep(0.2)
+
+
+def _stop(proc):
+    proc.terminate()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1)
-                break
-            except Exception:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("moto server did not start")
-                time.sleep(0.2)
-        ep = f"http://127.0.0.1:{port}"
-        anon = dict(endpoint_url=ep, aws_access_key_id="setup", aws_secret_access_key="setup",
-                    region_name="us-east-1")
-        boto3.client("s3", **anon).create_bucket(Bucket=BUCKET)  # the 4 unauthenticated calls
-        iam = boto3.client("iam", **anon)
-        iam.create_user(UserName="trainer")
-        key = iam.create_access_key(UserName="trainer")["AccessKey"]
-        iam.put_user_policy(UserName="trainer", PolicyName="s3", PolicyDocument=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _setup(port, auth):
+    anon = dict(endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id="setup",
+                aws_secret_access_key="setup", region_name="us-east-1")
+    boto3.client("s3", **anon).create_bucket(Bucket=BUCKET)
+    if not auth:
+        return {"AccessKeyId": "AKIATRAINSCOPETEST01", "SecretAccessKey": "test-secret-9f8e7d"}
+    iam = boto3.client("iam", **anon)  # with the bucket: the 4 unauthenticated calls
+    iam.create_user(UserName="trainer")
+    key = iam.create_access_key(UserName="trainer")["AccessKey"]
+    iam.put_user_policy(UserName="trainer", PolicyName="s3", PolicyDocument=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+    return key
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """moto's S3 server behind the test's proxy; yields endpoint, key id, secret, proxy.
+    (Without authentication: moto 5.1's signature check refuses listings whose prefix holds a
+    '/' from boto3 as from trainscope; the `authstore` checks signatures.)"""
+    proc, port = _moto(tmp_path_factory.mktemp("moto") / "moto.log", auth=False)
+    try:
+        key = _setup(port, auth=False)
         proxy = Proxy(port)
         proxy.start()
         yield {"endpoint": f"http://127.0.0.1:{proxy.port}", "key": key["AccessKeyId"],
                "secret": key["SecretAccessKey"], "proxy": proxy}
         proxy.stop()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def authstore(tmp_path_factory):
+    """moto's S3 server with IAM authentication on: trainscope's SigV4 signatures are checked,
+    and wrong credentials are refused."""
+    proc, port = _moto(tmp_path_factory.mktemp("moto-auth") / "moto.log", auth=True)
+    try:
+        key = _setup(port, auth=True)
+        yield {"endpoint": f"http://127.0.0.1:{port}", "key": key["AccessKeyId"],
+               "secret": key["SecretAccessKey"]}
+    finally:
+        _stop(proc)
 
 
 @pytest.fixture
@@ -308,8 +340,12 @@ def test_stop_through_the_bucket_reaches_the_training(s3env, store, tmp_path, cl
 
 @pytest.mark.parametrize("case", ["empty-bucket", "missing-bucket", "wrong-secret",
                                   "unknown-key", "wrong-endpoint", "scheme"])
-def test_bad_locations_are_one_clear_error_naming_the_url(s3env, store, tmp_path, monkeypatch,
-                                                          case, cli):
+def test_bad_locations_are_one_clear_error_naming_the_url(s3env, authstore, tmp_path,
+                                                          monkeypatch, case, cli):
+    store = authstore
+    monkeypatch.setenv("AWS_ENDPOINT_URL", store["endpoint"])
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", store["key"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", store["secret"])
     url = {"empty-bucket": "s3:///run1", "missing-bucket": "s3://no-such-bucket/run1",
            "scheme": "gs://b/run1"}.get(case, f"s3://{BUCKET}/bad-{case}")
     secret = "wrong-secret-value-123" if case == "wrong-secret" else store["secret"]
