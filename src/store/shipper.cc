@@ -27,6 +27,8 @@ namespace {
 constexpr char kSpoolMarker[] = ".trainscope-spool.json";  // {"remote": "s3://..."}
 constexpr uint64_t kSmallFile = 1u << 20;     // compared by content, not only by size
 constexpr uint64_t kMultipartAbove = 64u << 20;
+constexpr uint64_t kMaxWholeFile = 256u << 20;  // a file that is not a segment, compared whole
+constexpr int64_t kJournalEveryIntervals = 3;
 constexpr uint64_t kDefaultSpoolBytes = 4ull << 30;
 
 std::string BaseName(const std::string& rel) {
@@ -92,6 +94,7 @@ struct Shipper::Impl {
   std::map<std::string, FileState> files;       // relative path -> what was shipped
   std::map<std::string, std::string> control;   // control file name -> ETag mirrored
   std::set<std::string> heartbeats;             // LOCK objects uploaded and not yet deleted
+  std::set<std::string> evicted;                // shipped segments removed from the spool
   bool manifest_settled = false;
   int64_t last_control_us = 0;
   bool failing = false;
@@ -175,13 +178,18 @@ struct Shipper::Impl {
     FileState& st = files[rel];
     std::string data;
     uint32_t crc = 0;
-    if (*size <= kSmallFile) {
-      if (!env->ReadFile(path, &data, kSmallFile).ok()) return true;
+    // Segments only grow (their size says whether they changed); anything else (run.json, the
+    // crash journal, whose fixed-size slots are rewritten in place) is compared by content.
+    uint64_t seq = 0;
+    const bool append_only = ParseSegmentFileName(BaseName(rel), &seq) && *size > kSmallFile;
+    if (!append_only) {
+      if (!env->ReadFile(path, &data, kMaxWholeFile).ok()) return true;
       crc = crc32c::Value(data.data(), data.size());
+      if (st.shipped && st.size == data.size() && st.crc == crc) return true;
+    } else if (st.shipped && st.size == *size) {
+      return true;
     }
-    if (st.shipped && *size <= kSmallFile && st.size == data.size() && st.crc == crc) return true;
-    if (st.shipped && *size > kSmallFile && st.size == *size) return true;
-    if (!st.remote_checked && *size > kSmallFile) {
+    if (!st.remote_checked && append_only) {
       st.remote_checked = true;
       auto head = client->Head(remote.bucket, Key(rel));
       if (head.ok() && head->size == *size) {
@@ -194,11 +202,14 @@ struct Shipper::Impl {
         return false;
       }
     }
-    // A growing big file (the open segment) is re-uploaded less often the larger it is.
+    // A growing big file (the open segment) is re-uploaded less often the larger it is; the
+    // crash journal (MiBs rewritten in place) every kJournalEveryIntervals intervals: the
+    // segments, flushed every ~0.2 s, already hold all but its last ~0.4 s.
     const int64_t now = MonoUs();
-    const int64_t every = o.interval_ms * 1000 * std::max<int64_t>(1, *size / (16u << 20));
+    int64_t every = o.interval_ms * 1000 * std::max<int64_t>(1, *size / (16u << 20));
+    if (!append_only && *size > kSmallFile) every = o.interval_ms * 1000 * kJournalEveryIntervals;
     if (!final_pass && st.last_upload_us != 0 && now - st.last_upload_us < every) return true;
-    if (*size > kSmallFile && !env->ReadFile(path, &data).ok()) return true;
+    if (append_only && !env->ReadFile(path, &data).ok()) return true;
     st.last_upload_us = now;
     Status put;
     if (rel == schema::kManifestFile) {
@@ -221,7 +232,7 @@ struct Shipper::Impl {
     }
     st.shipped = true;
     st.size = data.size();
-    st.crc = *size <= kSmallFile ? crc : 0;
+    st.crc = append_only ? 0 : crc;
     if (IsLock(rel)) heartbeats.insert(rel);
     Succeeded(data.size());
     return true;
@@ -282,6 +293,7 @@ struct Shipper::Impl {
       if (seq == newest[dir]) continue;  // the open segment: the writer appends to it
       uint64_t size = files[rel].size;
       if (env->RemoveFile(Local(rel)).ok()) {
+        evicted.insert(rel);
         total -= size;
         std::lock_guard<std::mutex> lock(stats_mu);
         ++stats.evicted_files;
@@ -329,6 +341,25 @@ struct Shipper::Impl {
       ok = ShipFile(rel, final_pass);
       auto it = files.find(rel);  // none: the file went away before it was read
       if (!ok || (it != files.end() && !it->second.shipped)) ++pending;
+    }
+    if (ok) {
+      // A shipped file the writer removed (the crash journal at a clean close, a renamed
+      // journal) goes from the bucket too; segments evicted for the bound stay there.
+      std::set<std::string> present(rels.begin(), rels.end());
+      for (auto it = files.begin(); ok && it != files.end();) {
+        if (present.count(it->first) || evicted.count(it->first) || !it->second.shipped ||
+            IsLock(it->first)) {
+          ++it;
+          continue;
+        }
+        Status del = client->Delete(remote.bucket, Key(it->first));
+        if (!del.ok()) {
+          Failed(del);
+          ok = false;
+          break;
+        }
+        it = files.erase(it);
+      }
     }
     if (ok) Evict(rels);
     const int64_t now = MonoUs();

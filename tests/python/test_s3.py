@@ -372,3 +372,50 @@ def test_bad_locations_are_one_clear_error_naming_the_url(s3env, authstore, tmp_
     assert p.returncode == 2 and url in p.stderr and secret not in p.stderr, p.stderr
     assert os.listdir(work) == []  # nothing local under a wrong name
     assert not (tmp_path / "spool").exists() or case == "scheme"
+
+
+def test_trainscope_run_out_s3_ships_the_monitor_and_the_training(s3env, store, tmp_path, cli):
+    p = subprocess.run([cli, "run", "--out", f"s3://{BUCKET}/cli", "--", sys.executable, JOB,
+                        "--out", "ignored", "--steps", "20", "--result",
+                        str(tmp_path / "r.json")],
+                       env=s3env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert f"s3://{BUCKET}/cli" in p.stderr and store["secret"] not in p.stderr
+    assert not (tmp_path / "ignored").exists()
+    run = ts.open_run(f"s3://{BUCKET}/cli")
+    assert "worker-0" in run.workers()
+    assert run.scalar("losses/loss")[0].tolist() == list(range(20))
+    objs = _objects(store, "cli")
+    assert any(k.startswith("monitor-") for k in objs), objs
+    assert not any(k.endswith("/LOCK") for k in objs), objs  # every stream complete
+
+
+def test_sigkill_leaves_a_readable_run_up_to_about_a_second_before_and_sync_ships_the_rest(
+        s3env, store, tmp_path, cli):
+    proc = subprocess.Popen([sys.executable, JOB, "--out", f"s3://{BUCKET}/killed", "--steps",
+                             "100000", "--step-ms", "10"], env=s3env, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "worker-0/LOCK" not in _objects(store, "killed"):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        time.sleep(3)
+        killed_us = time.time() * 1e6
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run = ts.open_run(f"s3://{BUCKET}/killed")
+    wall = run.scalar_records("losses/loss")["wall_us"]
+    assert len(wall) > 0
+    lag_s = (killed_us - float(wall[-1])) / 1e6
+    assert lag_s <= 2.0, lag_s  # what the bucket holds: up to ~1 s before the kill
+    spool = os.path.join(s3env["TRAINSCOPE_SPOOL_DIR"], BUCKET, "killed")
+    spooled = ts.open_run(spool).scalar("losses/loss")[0].tolist()
+    s = subprocess.run([cli, "sync", spool], env=s3env, capture_output=True, text=True,
+                       timeout=120)
+    assert s.returncode == 0, s.stderr
+    assert ts.open_run(f"s3://{BUCKET}/killed").scalar("losses/loss")[0].tolist() == spooled
+    assert "worker-0/LOCK" not in _objects(store, "killed")  # a dead writer's heartbeat goes

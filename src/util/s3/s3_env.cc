@@ -185,7 +185,11 @@ Status S3Env::ReadAt(const std::string& path, uint64_t offset, size_t n, std::st
   out->clear();
   if (n == 0) return Status::OK();
   const std::string id = p.ToString();
-  if (n >= kBlockBytes) return c->Get(p.bucket, p.key, offset, n, out);
+  // Only segments are cached: they only grow, so a cached block stays valid (and a short one
+  // is fetched again when more is asked). Other objects may be rewritten in place (the crash
+  // journal's slots): read as they are now.
+  const bool append_only = p.key.size() > 6 && p.key.compare(p.key.size() - 6, 6, ".tsseg") == 0;
+  if (n >= kBlockBytes || !append_only) return c->Get(p.bucket, p.key, offset, n, out);
   uint64_t pos = offset;
   const uint64_t end = offset + n;
   while (pos < end) {

@@ -5,9 +5,9 @@
 //   ListDir        ListObjectsV2 with delimiter "/": objects and common prefixes one level down
 //   IsDirectory    some object under "key/" (the bucket itself: it exists)
 //   FileExists     HEAD finds the object, or IsDirectory
-//   FileSize       HEAD;  ReadAt: ranged GET through a small block cache (objects only grow
-//                  or are replaced by longer ones: a stream's open segment is re-uploaded as it
-//                  grows, so a cached full block stays valid and a short one is fetched again)
+//   FileSize       HEAD;  ReadAt: ranged GET, through a small block cache for segments (they
+//                  only grow: the open segment is re-uploaded longer as it grows, so a cached
+//                  block stays valid and a short one is fetched again when more is asked)
 //   ReadFile       one GET (bounded by max_bytes)
 //   New*File       buffered in memory, one PUT on Sync/Close (appendable: the object's bytes
 //                  first);  RenameFile: server-side copy, then delete;  CreateDirs, SyncDir: OK
