@@ -42,10 +42,10 @@ struct RunManifest {
 // hook), it is left as is and read back into *manifest. Fills id/host/pid/start_us when empty.
 Status CreateOrOpenRun(const std::string& run_dir, RunManifest* manifest, Env* env = nullptr);
 
-// A run or checkpoint location is a file system path. A URL (`s3://bucket/run`, `gs://...`,
-// `hdfs://...`, `file:...`) is an InvalidArgument naming what is not supported, never a local
-// folder named after it (`s3:/bucket/run`). A name with a colon that is not a URL (`run:1`)
-// is a path. CreateOrOpenRun and RunReader::Open check it.
+// A run or checkpoint location is a file system path or `s3://bucket/prefix` (spool.h). Any
+// other URL (`gs://...`, `hdfs://...`, `file:...`, `s3://` without a bucket) is an
+// InvalidArgument naming what is wrong, never a local folder named after it (`s3:/bucket/run`).
+// A name with a colon that is not a URL (`run:1`) is a path. CreateOrOpenRun, RunReader check it.
 Status CheckRunLocation(const std::string& location);
 Result<RunManifest> ReadManifest(const std::string& run_dir, Env* env = nullptr);
 std::string ManifestToJson(const RunManifest& m);

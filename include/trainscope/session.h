@@ -40,8 +40,12 @@
 
 namespace trainscope {
 
+class Shipper;  // trainscope/spool.h
+
 struct SessionOptions {
-  std::string out_dir;  // the run directory
+  // The run directory, or s3://bucket/prefix: then the run is written into a local spool that
+  // a shipper thread ships to the bucket (trainscope/spool.h, docs/storage.md).
+  std::string out_dir;
   int rank = 0;         // stream "worker-<rank>"
   int64_t save_interval = 100;
   // Empty: the defaults (collections.h) — losses and scalars every step; weights and
@@ -108,6 +112,7 @@ class Session {
   Session() = default;
   const Collection* Match(const std::string& name, bool* wants_now) const;
 
+  std::unique_ptr<Shipper> shipper_;  // out_dir s3://...: closed after the runtime
   std::unique_ptr<TrainingRuntime> runtime_;
   std::vector<Collection> collections_;
   std::atomic<Mode> mode_{Mode::kTrain};

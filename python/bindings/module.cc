@@ -3,6 +3,7 @@
 
 namespace trainscope::pyb {
 void InitColumns(py::module_& m);  // columns_py.cc: _core.read_columns
+void InitSpool(py::module_& m);    // spool_py.cc: _core.Shipper, _core.sync_spool
 }  // namespace trainscope::pyb
 
 PYBIND11_MODULE(_core, m) {
@@ -14,6 +15,7 @@ PYBIND11_MODULE(_core, m) {
   pyb::InitWriter(m);
   pyb::InitReader(m);
   pyb::InitColumns(m);
+  pyb::InitSpool(m);
   pyb::InitStepClock(m);
   pyb::InitSchedule(m);
   pyb::InitCheckpoint(m);

@@ -478,7 +478,8 @@ class RunLifecycle:
         self._saving = False
         self._committing = False
         self._step_callbacks = []
-        _forked_leftovers.append((self._writer, self._runtime, self._clock))
+        _forked_leftovers.append((self._writer, self._runtime, self._clock,
+                                  getattr(self, "_shipper", None)))
         try:
             self._clock.set_writer(None)  # a wrapped loader or step in the child records nothing
         except Exception:
@@ -584,6 +585,9 @@ class RunLifecycle:
                 self._fail("close", e)
             self._clock.set_writer(None)  # a loader wrapper used after close records nothing
             self._record_history()
+        if getattr(self, "_shipper", None) is not None:  # s3://: the spool reaches the bucket
+            from ._object_store import stop_shipper
+            stop_shipper(self._shipper)
         _unregister_atexit(self._atexit)
 
     _exit_status = None  # "crashed" once an exception left the training (see _excepthook)

@@ -82,6 +82,9 @@ class Checkpointer(CheckpointState, PreemptionSignals):
                  rollback: Optional[Rollback] = None, check_finite: bool = True,
                  rollback_poll_ms: int = 10):
         bad = _core.check_run_location(str(dir))
+        if not bad and _core.is_object_store_location(str(dir)):
+            bad = (f"{dir}: checkpoints in object storage (s3://) are not supported yet: give a "
+                   "local or shared folder (a run's records can go to s3://, docs/storage.md)")
         if bad:  # s3://..., gs://...: a clear error, never a local folder named "s3:"
             raise ConfigError("Checkpointer", "dir", dir, "a directory path", bad)
         self.dir = os.path.abspath(str(dir))

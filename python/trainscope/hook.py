@@ -51,6 +51,7 @@ from ._errors import ConfigError, check_callable, check_hook_arguments
 from ._failures import FailureLog
 from ._loader import _TimedLoader
 from ._modes import Mode, TrainingStopped
+from ._object_store import start_shipper
 from ._profiler import ProfilerConfig
 from ._run import (RunLifecycle, _register_atexit, _require_torch, _set_eval_frame, _worker_rank,
                    own_stream)
@@ -237,6 +238,13 @@ class Hook(RunLifecycle, ClockUpcalls, SaveSchedule, Capture, Saving):
             out_dir = os.path.join("trainscope-runs",
                                    time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
         self.out_dir = str(out_dir)
+        # Where the run lives: out_dir, or s3://bucket/prefix, whose records are written into a
+        # local spool (out_dir from here on) that a C++ thread ships (docs/storage.md).
+        self.location = self.out_dir
+        self._shipper = None
+        if _core.is_object_store_location(self.out_dir):
+            self._shipper = start_shipper(self.out_dir)  # or ConfigError naming the URL
+            self.out_dir = self._shipper.spool_dir
         self.worker = worker or worker_stream(_worker_rank())
         if env_dir and not worker:  # one of several trainings under one `trainscope run`?
             self.worker = own_stream(self.out_dir, self.worker)

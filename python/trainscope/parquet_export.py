@@ -49,7 +49,7 @@ def check_dest(dest: str) -> str:
     ValueError for a URL (object storage is not supported yet); NotADirectoryError when DEST
     is a file; PermissionError (or another OSError) when it cannot be created or written."""
     dest = os.fspath(dest)
-    if _core.check_run_location(dest) is not None:
+    if _core.check_run_location(dest) is not None or _core.is_object_store_location(dest):
         scheme = dest.split(":", 1)[0]
         raise ValueError(
             f"{dest}: exporting to '{scheme}://' is not supported by this version of trainscope: "

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainscope/schema.h"
+#include "trainscope/spool.h"
 #include "util/env.h"
 #include "util/logging.h"
 
@@ -30,6 +31,14 @@ Result<std::unique_ptr<Session>> Session::Open(SessionOptions options) {
       }
     }
     s->collections_.push_back(std::move(col));
+  }
+  if (IsObjectStoreLocation(options.out_dir)) {
+    ShipperOptions so;
+    so.remote = options.out_dir;
+    auto shipper = Shipper::Start(so);
+    if (!shipper.ok()) return shipper.status();
+    s->shipper_ = std::move(shipper).value();
+    options.out_dir = s->shipper_->spool_dir();
   }
   RuntimeOptions ro;
   ro.run_dir = options.out_dir;
@@ -194,7 +203,12 @@ Status Session::Close() {
                    {"eval_steps", mode_steps_[1].load()},
                    {"predict_steps", mode_steps_[2].load()}};
   closed_ = true;
-  return runtime_->Close(j.dump());
+  Status st = runtime_->Close(j.dump());
+  if (shipper_) {  // the stream is closed: the last of it, then its LOCK object goes
+    Status shipped = shipper_->Stop();
+    if (st.ok()) st = shipped;
+  }
+  return st;
 }
 
 }  // namespace trainscope

@@ -11,6 +11,7 @@
 #include "trainscope/types.h"
 #include "util/env.h"
 #include "util/json_depth.h"
+#include "util/s3/s3_env.h"
 
 namespace trainscope {
 namespace {
@@ -137,15 +138,17 @@ Status CheckRunLocation(const std::string& location) {
                                    (p == std::string::npos ? "" : rest.substr(p)) + ")");
   }
   if (rest.rfind("//", 0) != 0) return Status::OK();  // "run:1", "a:b": a name with a colon
+  if (scheme == "s3") {
+    auto parsed = s3::ParseS3Path(location);
+    return parsed.ok() ? Status::OK() : parsed.status();
+  }
   if (lower == "s3" || lower == "s3a" || lower == "s3n") {
-    return Status::InvalidArgument(
-        location + ": object storage (s3://) is not supported by this version of trainscope: "
-                   "a run or checkpoint location is a directory on a local or shared file system "
-                   "(a bucket mounted with mountpoint-s3 or s3fs works as one)");
+    return Status::InvalidArgument(location + ": write the URL as s3://bucket/prefix");
   }
   return Status::InvalidArgument(location + ": '" + scheme +
                                  "://' is not supported: a run or checkpoint location is a "
-                                 "directory on a local or shared file system");
+                                 "directory on a local or shared file system, or "
+                                 "s3://bucket/prefix (docs/storage.md)");
 }
 
 Status CreateOrOpenRun(const std::string& run_dir, RunManifest* manifest, Env* env) {

@@ -14,14 +14,15 @@ namespace trainscope {
 namespace {
 
 TEST(RunLocation, UrlsAreClearErrorsNotFoldersNamedAfterThem) {
-  for (const char* url : {"s3://bucket/run1", "S3://b/r", "gs://b/r", "hdfs://nn/r",
+  for (const char* url : {"s3:///run1", "S3://b/r", "s3a://bucket/r", "gs://b/r", "hdfs://nn/r",
                           "file:///tmp/r", "file:runs/r"}) {
     Status s = CheckRunLocation(url);
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << url;
     EXPECT_NE(s.message().find(url), std::string::npos) << s.message();
   }
-  EXPECT_NE(CheckRunLocation("s3://bucket/run1").message().find("object storage"),
+  EXPECT_NE(CheckRunLocation("s3:///run1").message().find("bucket name is empty"),
             std::string::npos);
+  EXPECT_TRUE(CheckRunLocation("s3://bucket/run1").ok());  // object storage (spool.h)
   for (const char* path : {"runs/exp1", "/tmp/a:b", "run:1", "C:/x", "./s3:/x", ""})
     EXPECT_TRUE(CheckRunLocation(path).ok()) << path;
   auto dir = std::filesystem::temp_directory_path() / "ts_run_location_test";
@@ -30,8 +31,8 @@ TEST(RunLocation, UrlsAreClearErrorsNotFoldersNamedAfterThem) {
   auto cwd = std::filesystem::current_path();
   std::filesystem::current_path(dir);
   RunManifest m;
-  EXPECT_FALSE(CreateOrOpenRun("s3://bucket/run1", &m).ok());
-  EXPECT_FALSE(std::filesystem::exists(dir / "s3:"));  // nothing made
+  EXPECT_FALSE(CreateOrOpenRun("gs://bucket/run1", &m).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir / "gs:"));  // nothing made
   std::filesystem::current_path(cwd);
   std::filesystem::remove_all(dir);
 }

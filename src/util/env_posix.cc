@@ -16,6 +16,7 @@
 
 #include "trainscope/types.h"
 #include "util/env.h"
+#include "util/s3/s3_env.h"
 
 namespace trainscope {
 namespace {
@@ -97,8 +98,67 @@ class PosixFileLock : public FileLock {
 
 }  // namespace
 
+// Env::Default(): the POSIX file system, with every "s3://bucket/key" path routed to an S3Env
+// (util/s3/s3_env.h; docs/storage.md), so a run in a bucket is read where it is.
+class RoutingEnv : public Env {
+ public:
+  Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.NewAppendableFile(p) : Env::NewAppendableFile(p);
+  }
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.NewWritableFile(p) : Env::NewWritableFile(p);
+  }
+  Status CreateDirs(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.CreateDirs(p) : Env::CreateDirs(p);
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.ListDir(p) : Env::ListDir(p);
+  }
+  bool FileExists(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.FileExists(p) : Env::FileExists(p);
+  }
+  bool IsDirectory(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.IsDirectory(p) : Env::IsDirectory(p);
+  }
+  Result<uint64_t> FileSize(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.FileSize(p) : Env::FileSize(p);
+  }
+  Status ReadAt(const std::string& p, uint64_t off, size_t n, std::string* out) override {
+    return s3::IsS3Path(p) ? s3_.ReadAt(p, off, n, out) : Env::ReadAt(p, off, n, out);
+  }
+  Status ReadFile(const std::string& p, std::string* out, uint64_t max_bytes) override {
+    return s3::IsS3Path(p) ? s3_.ReadFile(p, out, max_bytes) : Env::ReadFile(p, out, max_bytes);
+  }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.LockFile(p) : Env::LockFile(p);
+  }
+  Result<bool> LockHeld(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.LockHeld(p) : Env::LockHeld(p);
+  }
+  Status RemoveFile(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.RemoveFile(p) : Env::RemoveFile(p);
+  }
+  Status RenameFile(const std::string& a, const std::string& b) override {
+    if (s3::IsS3Path(a) != s3::IsS3Path(b))
+      return Status::InvalidArgument(a + " -> " + b + ": a rename between a bucket and a disk");
+    return s3::IsS3Path(a) ? s3_.RenameFile(a, b) : Env::RenameFile(a, b);
+  }
+  Status SyncDir(const std::string& d) override {
+    return s3::IsS3Path(d) ? s3_.SyncDir(d) : Env::SyncDir(d);
+  }
+  Result<std::string> RealPath(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.RealPath(p) : Env::RealPath(p);
+  }
+  std::string NormalPath(const std::string& p) override {
+    return s3::IsS3Path(p) ? s3_.NormalPath(p) : Env::NormalPath(p);
+  }
+
+ private:
+  s3::S3Env s3_;
+};
+
 Env* Env::Default() {
-  static Env* env = new Env();  // never destroyed: safe from other threads at exit
+  static Env* env = new RoutingEnv();  // never destroyed: safe from other threads at exit
   return env;
 }
 

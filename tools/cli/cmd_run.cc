@@ -28,6 +28,7 @@
 #include "trainscope/report.h"
 #include "trainscope/rules.h"
 #include "trainscope/run.h"
+#include "trainscope/spool.h"
 #include "trainscope/schema.h"
 #include "trainscope/server.h"
 #include "trainscope/sysmon.h"
@@ -232,6 +233,18 @@ int Run(Context& ctx) {
     rules.insert(rules.end(), r->begin(), r->end());
   }
   if (out.empty()) out = DefaultRunDir(command[0]);
+  // s3://bucket/prefix: the run is written into a local spool that a shipper thread ships to
+  // the bucket (trainscope/spool.h); the training and its hooks see the spool.
+  const std::string location = out;
+  std::unique_ptr<Shipper> shipper;
+  if (IsObjectStoreLocation(out)) {
+    ShipperOptions so;
+    so.remote = out;
+    auto s = Shipper::Start(so);
+    if (!s.ok()) return UsageError(ctx, "--out " + s.status().message());
+    shipper = std::move(s).value();
+    out = shipper->spool_dir();
+  }
   if (metrics_given) {
     Status bind = CheckBindPolicy(metrics_host, token);
     if (!bind.ok()) return UsageError(ctx, bind.message());
@@ -434,6 +447,10 @@ int Run(Context& ctx) {
   }
   w.AddEvent({schema::event::kChildExited, NowMicros(), exited.dump()});
   w.Close();
+  if (shipper) {  // what is left, then the streams' LOCK objects go: the run is complete
+    Status shipped = shipper->Stop();
+    if (!shipped.ok()) ctx.err << "trainscope: warning: " << shipped.message() << "\n";
+  }
   // The history gets the run at its end (trainscope ls), with how it ended; the hooks in the
   // child leave that to us (TRAINSCOPE_MONITORED). TRAINSCOPE_HISTORY=0: not recorded.
   if (HistoryEnabled()) {
@@ -457,9 +474,9 @@ int Run(Context& ctx) {
   }
   if (!quiet) {
     for (const auto& line : captured) ctx.err << "trainscope: " << line << "\n";
-    ctx.err << "trainscope: run recorded in " << out << " ("
+    ctx.err << "trainscope: run recorded in " << location << " ("
             << (stopped_quietly ? "stopped by " + why + ", " : std::string()) << "exit status "
-            << code << "). Next: trainscope report " << out << "\n";
+            << code << "). Next: trainscope report " << location << "\n";
   }
   return code;
 }
