@@ -182,6 +182,7 @@ class Loader : public RecordVisitor {
     if (it == building_.end()) return;
     d_->streams[stream] = it->second.Finish(stream);
     building_.erase(it);
+    last_builder_ = nullptr;
   }
 
   // A stream read from the stream index in place of its records (before Done).
@@ -252,7 +253,14 @@ class Loader : public RecordVisitor {
   int64_t latest = 0, earliest = 0;
 
  private:
-  report_internal::StreamBuilder& Builder(const std::string& stream) { return building_[stream]; }
+  // Records come stream by stream: the last stream's builder and share are looked up once.
+  report_internal::StreamBuilder& Builder(const std::string& stream) {
+    if (!last_builder_ || stream != last_builder_name_) {
+      last_builder_ = &building_[stream];
+      last_builder_name_ = stream;
+    }
+    return *last_builder_;
+  }
   StreamShare& Share(const std::string& stream) {
     if (stream != last_share_name_ || !last_share_) {
       last_share_ = &shares_[stream];
@@ -268,6 +276,8 @@ class Loader : public RecordVisitor {
 
   RunData* d_;
   std::map<std::string, report_internal::StreamBuilder> building_;
+  report_internal::StreamBuilder* last_builder_ = nullptr;
+  std::string last_builder_name_;
   std::string first_with_steps_;
   std::map<std::string, std::string> scalar_owner_;  // series name → the stream whose it shows
   std::map<std::string, std::vector<ScalarRecord>> scalars_;

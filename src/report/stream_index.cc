@@ -150,13 +150,13 @@ void EncodeStreamEntry(const std::string& stream, const StreamIndexEntry& e, std
   PutVarint64(out, s.rule_events.size());
   for (const auto& r : s.rule_events) {
     rec.clear();
-    EncodeRuleEvent(r, &rec);
+    codec::EncodeRuleEvent(r, &rec);
     PutLengthPrefixed(out, rec);
   }
   PutVarint64(out, s.events.size());
   for (const auto& r : s.events) {
     rec.clear();
-    EncodeEvent(r, 0, &rec);
+    codec::EncodeEvent(r, 0, &rec);
     PutLengthPrefixed(out, rec);
   }
   PutVarsint64(out, s.earliest_us);
@@ -194,11 +194,11 @@ bool DecodeStreamEntry(std::string_view in, std::string* stream, StreamIndexEntr
   if (!GetCount(&d, &n)) return false;
   s.rule_events.resize(n);
   for (auto& r : s.rule_events)
-    if (!d.GetLengthPrefixed(&rec) || !DecodeRuleEvent(rec, &r)) return false;
+    if (!d.GetLengthPrefixed(&rec) || !codec::DecodeRuleEvent(rec, &r)) return false;
   if (!GetCount(&d, &n)) return false;
   s.events.resize(n);
   for (auto& r : s.events)
-    if (!d.GetLengthPrefixed(&rec) || !DecodeEvent(rec, 0, &r)) return false;
+    if (!d.GetLengthPrefixed(&rec) || !codec::DecodeEvent(rec, 0, &r)) return false;
   return d.GetVarsint64(&s.earliest_us) && d.GetVarsint64(&s.latest_us) && d.remaining() == 0;
 }
 
