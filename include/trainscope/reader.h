@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,10 @@ struct ReadOptions {
   bool keep_events = true;
   bool keep_tensor_steps = true;
   bool streams_only = false;  // find the streams, read no segment (Streams(), StreamLive())
+  // Streams left out as if their directories were not there: never read, and absent from
+  // Streams(), State(), Counts() and every query. LoadRunData leaves out the streams the run's
+  // stream index already summarises (docs/format.md, "The stream index").
+  std::set<std::string> skip_streams;
 };
 
 // How many records of each kind one stream has delivered (duplicates included), and how far

@@ -1,8 +1,11 @@
 // LoadRunData: a run directory → RunData (via RunReader, plus RUN/profile/*.json).
 #include <algorithm>
+#include <iterator>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "report/internal.h"
+#include "report/stream_index.h"
 #include "rules/builtin/dist_scalars.h"
 #include "trainscope/reader.h"
 #include "trainscope/report.h"
@@ -11,6 +14,13 @@
 #include "util/logging.h"
 
 namespace trainscope {
+using report_internal::StreamIndex;
+using report_internal::StreamIndexEntry;
+using report_internal::ReadStreamIndex;
+using report_internal::StreamFingerprint;
+using report_internal::StreamIndexUse;
+using report_internal::WriteStreamIndex;
+using report_internal::StreamShare;
 namespace {
 
 std::vector<ProfiledEntry> Entries(const nlohmann::json& arr) {
@@ -113,7 +123,8 @@ std::string FileNameOf(const std::string& p) { return p.substr(p.rfind('/') + 1)
 // "Memory"): the reader keeps no records (ReadOptions); every stream is summarised into a
 // StreamSeries as it is read; full step records are kept for the main stream only, full scalar
 // records for the first stream (by name) that has each series, as the reader's queries return
-// them.
+// them. What each stream contributes besides is kept per stream (a StreamShare), so that the
+// streams the stream index summarises (stream_index.h) can take the place of their records.
 class Loader : public RecordVisitor {
  public:
   explicit Loader(RunData* d) : d_(d) {}
@@ -127,8 +138,9 @@ class Loader : public RecordVisitor {
       if (first_with_steps_.empty()) first_with_steps_ = stream;
       d_->steps[stream].push_back(r);
     }
-    See(r.end_us);
-    See(r.start_us);
+    StreamShare& s = Share(stream);
+    SeeIn(&s, r.end_us);
+    SeeIn(&s, r.start_us);
   }
   void OnScalar(const std::string& stream, const ScalarRecord& r) override {
     if (r.name == rules::kCommWaitScalar) {
@@ -138,6 +150,11 @@ class Loader : public RecordVisitor {
     Builder(stream).AddScalar(r);
     auto owner = scalar_owner_.try_emplace(r.name, stream).first;
     if (owner->second == stream) scalars_[r.name].push_back(r);
+    if (stream != last_scalar_stream_ || r.name != last_scalar_name_) {
+      scalar_names_[stream].insert(r.name);
+      last_scalar_stream_ = stream;
+      last_scalar_name_ = r.name;
+    }
   }
   void OnSummary(const std::string& stream, const SummaryRecord& s) override {
     TensorPoint t;
@@ -150,27 +167,47 @@ class Loader : public RecordVisitor {
     t.nan = s.stats.nan;
     t.inf = s.stats.pos_inf + s.stats.neg_inf;
     t.zeros = s.stats.zeros;
-    d_->tensors.push_back(std::move(t));
+    Share(stream).tensors.push_back(std::move(t));
   }
   void OnSystemSample(const std::string& stream, const SystemSampleRecord& r) override {
     d_->system_columns[stream].Add(r);
   }
   void OnRuleEvent(const std::string& stream, const RuleEventRecord& r) override {
-    d_->rule_events.push_back(r);
+    Share(stream).rule_events.push_back(r);
   }
   void OnEvent(const std::string& stream, const EventRecord& r) override {
-    d_->events.push_back(r);
+    Share(stream).events.push_back(r);
   }
   void OnStreamRead(const std::string& stream) override {
     auto it = building_.find(stream);
     if (it == building_.end()) return;
     d_->streams[stream] = it->second.Finish(stream);
     building_.erase(it);
+    last_builder_ = nullptr;
+  }
+
+  // A stream read from the stream index in place of its records (before Done).
+  void AddIndexed(const std::string& stream, StreamShare share) {
+    if (share.has_series) d_->streams[stream] = std::move(share.series);
+    share.series = StreamSeries{};
+    shares_[stream] = std::move(share);
+  }
+  // What a stream that was read contributed, as an index entry holds it (before Done).
+  StreamShare ShareOf(const std::string& stream) const {
+    StreamShare s;
+    auto it = shares_.find(stream);
+    if (it != shares_.end()) s = it->second;
+    auto series = d_->streams.find(stream);
+    s.has_series = series != d_->streams.end();
+    if (s.has_series) s.series = series->second;
+    auto names = scalar_names_.find(stream);
+    if (names != scalar_names_.end()) s.scalar_names.assign(names->second.begin(), names->second.end());
+    return s;
   }
 
   // After the read: the main stream's steps only, the scalar series as the reader's queries
-  // return them (by name; by step and mode, the latest record for a repeated key), events in
-  // time order.
+  // return them (by name; by step and mode, the latest record for a repeated key), tensors and
+  // events of every stream in stream order, events in time order.
   void Done() {
     auto main = d_->steps.find(schema::kMainWorkerStream);
     if (main != d_->steps.end() && !main->second.empty()) {
@@ -191,6 +228,14 @@ class Loader : public RecordVisitor {
       }
       std::vector<ScalarRecord>().swap(recs);
     }
+    for (auto& [stream, s] : shares_) {  // in stream order, as one reader of all would see them
+      See(s.earliest_us);
+      See(s.latest_us);
+      std::move(s.tensors.begin(), s.tensors.end(), std::back_inserter(d_->tensors));
+      std::move(s.rule_events.begin(), s.rule_events.end(), std::back_inserter(d_->rule_events));
+      std::move(s.events.begin(), s.events.end(), std::back_inserter(d_->events));
+    }
+    shares_.clear();
     auto by_time = [](const auto& a, const auto& b) { return a.wall_us < b.wall_us; };
     std::stable_sort(d_->rule_events.begin(), d_->rule_events.end(), by_time);
     std::stable_sort(d_->events.begin(), d_->events.end(), by_time);
@@ -209,26 +254,135 @@ class Loader : public RecordVisitor {
   int64_t latest = 0, earliest = 0;
 
  private:
-  report_internal::StreamBuilder& Builder(const std::string& stream) { return building_[stream]; }
+  // Records come stream by stream: the last stream's builder and share are looked up once.
+  report_internal::StreamBuilder& Builder(const std::string& stream) {
+    if (!last_builder_ || stream != last_builder_name_) {
+      last_builder_ = &building_[stream];
+      last_builder_name_ = stream;
+    }
+    return *last_builder_;
+  }
+  StreamShare& Share(const std::string& stream) {
+    if (stream != last_share_name_ || !last_share_) {
+      last_share_ = &shares_[stream];
+      last_share_name_ = stream;
+    }
+    return *last_share_;
+  }
+  static void SeeIn(StreamShare* s, int64_t t) {
+    if (t <= 0) return;
+    s->latest_us = std::max(s->latest_us, t);
+    s->earliest_us = s->earliest_us ? std::min(s->earliest_us, t) : t;
+  }
 
   RunData* d_;
   std::map<std::string, report_internal::StreamBuilder> building_;
+  report_internal::StreamBuilder* last_builder_ = nullptr;
+  std::string last_builder_name_;
   std::string first_with_steps_;
   std::map<std::string, std::string> scalar_owner_;  // series name → the stream whose it shows
   std::map<std::string, std::vector<ScalarRecord>> scalars_;
+  std::map<std::string, StreamShare> shares_;  // tensors, events, step times per stream
+  StreamShare* last_share_ = nullptr;          // std::map nodes stay put
+  std::string last_share_name_;
+  std::map<std::string, std::set<std::string>> scalar_names_;  // per stream
+  std::string last_scalar_stream_, last_scalar_name_;
 };
+
+// Which streams the index may stand in for (docs/format.md, "The stream index"): an entry
+// built from the stream's current files, of a stream nobody writes, that is not the main
+// stream and owns no scalar series (an earlier stream has each of its series).
+std::set<std::string> IndexedStreams(Env* env, const std::string& run_dir,
+                                     const StreamIndex& index) {
+  std::set<std::string> out;
+  if (index.entries.empty()) return out;
+  std::set<std::string> current;  // entries that match their streams now
+  for (const auto& [stream, e] : index.entries) {
+    const std::string dir = JoinPath(run_dir, stream);
+    auto held = env->LockHeld(JoinPath(dir, schema::kLockFile));
+    if (!held.ok() || *held) continue;
+    auto fp = StreamFingerprint(env, dir);
+    if (fp.ok() && *fp == e.fingerprint) current.insert(stream);
+  }
+  // Unless worker-0 is known to have steps, the main stream is the first with steps: every
+  // stream up to the first one known to have steps is read.
+  auto main = index.entries.find(schema::kMainWorkerStream);
+  bool main_known = current.count(schema::kMainWorkerStream) && main->second.share.series.steps > 0;
+  std::set<std::string> seen_names;  // series names of earlier streams
+  for (const auto& stream : current) {
+    const StreamShare& s = index.entries.at(stream).share;
+    const bool has_steps = s.series.steps > 0;
+    bool use = stream != schema::kMainWorkerStream && (main_known || !has_steps);
+    if (has_steps) main_known = true;
+    for (const auto& n : s.scalar_names) use = use && seen_names.count(n) > 0;
+    seen_names.insert(s.scalar_names.begin(), s.scalar_names.end());
+    if (use) out.insert(stream);
+  }
+  return out;
+}
+
+// Whether the read saw any damage: only a clean read is summarised into the index.
+bool Clean(const ReadStats& s) {
+  return s.corrupt_regions == 0 && s.undecodable_records == 0 && s.unreadable_files == 0 &&
+         s.torn_tail_bytes == 0 && s.journal_records == 0 && s.duplicate_segments == 0;
+}
 
 }  // namespace
 
-Result<RunData> LoadRunData(const std::string& run_dir, Env* env) {
+Result<RunData> report_internal::LoadRunDataIndexed(const std::string& run_dir, Env* env,
+                                                    bool use_index, StreamIndexUse* use) {
   if (!env) env = Env::Default();
+  StreamIndexUse scratch;
+  if (!use) use = &scratch;
+  *use = StreamIndexUse{};
   RunData d;
   Loader loader(&d);
+  StreamIndex index;
+  if (use_index && env->IsDirectory(run_dir)) index = ReadStreamIndex(env, run_dir);
+  if (!index.damage.empty()) {
+    use->damage = index.damage;
+    Log(LogLevel::kWarning, index.damage + "; the streams it lacks are read from their records");
+  }
   ReadOptions o;
   o.keep_records = false;
+  o.skip_streams = IndexedStreams(env, run_dir, index);
   auto reader = RunReader::Open(run_dir, o, &loader, env);
   if (!reader.ok()) return reader.status();
   RunReader& r = **reader;
+  for (const auto& stream : o.skip_streams) {
+    loader.AddIndexed(stream, std::move(index.entries[stream].share));
+    index.entries[stream].share = StreamShare{};
+  }
+  use->from_index = o.skip_streams.size();
+  if (use_index && Clean(r.stats())) {
+    // Summarise the streams just read whose writers closed them; keep the other entries that
+    // still match their streams.
+    std::map<std::string, StreamIndexEntry> next;
+    for (const auto& stream : r.Streams()) {
+      if (r.StreamWriter(stream) != WriterState::kClosed || d.system_columns.count(stream)) continue;
+      auto fp = StreamFingerprint(env, JoinPath(run_dir, stream));
+      if (!fp.ok()) continue;
+      auto old = index.entries.find(stream);
+      if (old != index.entries.end() && old->second.fingerprint == *fp) {
+        next[stream] = std::move(old->second);
+        continue;
+      }
+      next[stream] = {*fp, loader.ShareOf(stream)};
+      ++use->built;
+    }
+    if (use->built > 0 || !index.damage.empty()) {
+      for (const auto& stream : o.skip_streams) {
+        // Kept as they were read (their shares moved into the loader): re-encode from it.
+        next[stream] = {index.entries[stream].fingerprint, loader.ShareOf(stream)};
+      }
+      Status st = WriteStreamIndex(env, run_dir, next);
+      if (!st.ok()) {
+        use->built = 0;
+        Log(LogLevel::kWarning, "stream index not written (" + st.message() +
+                                    "); the next report reads every stream's records again");
+      }
+    }
+  }
   loader.Done();
   d.run_dir = run_dir;
   d.manifest = r.manifest();
@@ -246,7 +400,17 @@ Result<RunData> LoadRunData(const std::string& run_dir, Env* env) {
   d.corrupt_regions = r.stats().corrupt_regions;
   d.state = RunStateName(r.State());
   d.dead_streams = r.DeadStreams();
+  // The streams read from the index were closed: they change the state of a run only when the
+  // reader saw no other stream.
+  bool only_watchers = std::all_of(o.skip_streams.begin(), o.skip_streams.end(), [](auto& s) {
+    return s.rfind(schema::kWatchStreamPrefix, 0) == 0;
+  });
+  if (r.State() == RunState::kEmpty && !only_watchers) d.state = RunStateName(RunState::kEnded);
   return d;
+}
+
+Result<RunData> LoadRunData(const std::string& run_dir, Env* env) {
+  return report_internal::LoadRunDataIndexed(run_dir, env, /*use_index=*/true, nullptr);
 }
 
 }  // namespace trainscope

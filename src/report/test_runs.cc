@@ -302,29 +302,59 @@ Status WriteRun(const RunData& d, const std::string& run_dir) {
   return Status::OK();
 }
 
+void MakeRank(const std::vector<StepRecord>& base, int r, std::vector<StepRecord>* steps,
+              std::vector<std::pair<int64_t, double>>* waits) {
+  *steps = base;
+  waits->clear();
+  waits->reserve(steps->size());
+  int64_t shift = 0;  // every step 5.1 ms longer: later steps start later
+  for (auto& s : *steps) {
+    int64_t wait = r == 1 ? 100 : 5100;
+    if (r == 1) s.data_wait_us = std::max<int64_t>(0, s.data_wait_us) + 5000;
+    s.backward_us = std::max<int64_t>(0, s.backward_us) + wait;
+    s.start_us += shift;
+    shift += 5100;
+    s.end_us += shift;
+    waits->emplace_back(s.step, static_cast<double>(wait));
+  }
+}
+
 void MakeRanks(RunData* d, int ranks) {
   if (ranks < 2) return;
   const auto base = d->steps["worker-0"];
   for (int r = 0; r < ranks; ++r) {
-    auto& steps = d->steps["worker-" + std::to_string(r)];
-    steps = base;
-    auto& waits = d->comm_wait_us["worker-" + std::to_string(r)];
-    waits.reserve(steps.size());
-    int64_t shift = 0;  // every step 5.1 ms longer: later steps start later
-    for (auto& s : steps) {
-      int64_t wait = r == 1 ? 100 : 5100;
-      if (r == 1) s.data_wait_us = std::max<int64_t>(0, s.data_wait_us) + 5000;
-      s.backward_us = std::max<int64_t>(0, s.backward_us) + wait;
-      s.start_us += shift;
-      shift += 5100;
-      s.end_us += shift;
-      waits.emplace_back(s.step, static_cast<double>(wait));
-    }
+    const std::string stream = "worker-" + std::to_string(r);
+    MakeRank(base, r, &d->steps[stream], &d->comm_wait_us[stream]);
   }
 }
 
-Status WriteRankLosses(const RunData& d, const std::string& run_dir, int ranks) {
-  for (int r = 1; r < ranks; ++r) {
+Status WriteRankStream(const std::string& run_dir, const std::string& stream,
+                       const std::vector<StepRecord>& steps,
+                       const std::vector<std::pair<int64_t, double>>& waits) {
+  WriterOptions opt;
+  opt.run_dir = run_dir;
+  opt.stream = stream;
+  opt.queue_max_records = 1 << 20;
+  opt.queue_max_bytes = 1u << 30;
+  auto w = Writer::Open(opt);
+  if (!w.ok()) return w.status();
+  for (const auto& s : steps)
+    if (!(*w)->AddStep(s)) {
+      (*w)->Flush();
+      (*w)->AddStep(s);
+    }
+  for (const auto& [step, us] : waits) {
+    ScalarRecord r{rules::kCommWaitScalar, step, Mode::kTrain, step, us, 0};
+    if (!(*w)->AddScalar(r)) {
+      (*w)->Flush();
+      (*w)->AddScalar(r);
+    }
+  }
+  return (*w)->Close();
+}
+
+Status WriteRankLosses(const RunData& d, const std::string& run_dir, int ranks, int first) {
+  for (int r = std::max(1, first); r < ranks; ++r) {
     WriterOptions wo;
     wo.run_dir = run_dir;
     wo.stream = "worker-" + std::to_string(r);

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "trainscope/report.h"
 
@@ -22,9 +24,18 @@ RunData MakeSyntheticRun(const SyntheticOptions& o);
 // 5 ms more per step in its data loader and the others wait that long in the all-reduce (the
 // dist/comm_wait_us scalar of each rank). No-op for ranks < 2.
 void MakeRanks(RunData* d, int ranks);
+// Rank r's steps and dist/comm_wait_us values from worker-0's `base`, as MakeRanks makes them
+// (one rank at a time: a generator of thousands of ranks holds one).
+void MakeRank(const std::vector<StepRecord>& base, int r, std::vector<StepRecord>* steps,
+              std::vector<std::pair<int64_t, double>>* waits);
+// One rank's stream as WriteRun writes it: its steps, then its waits, with one Writer.
+Status WriteRankStream(const std::string& run_dir, const std::string& stream,
+                       const std::vector<StepRecord>& steps,
+                       const std::vector<std::pair<int64_t, double>>& waits);
 // After WriteRun: every rank but 0 records its own loss (worker-0's losses/loss, 1% higher per
 // rank: each rank sees its own batches), in a segment of its own.
-Status WriteRankLosses(const RunData& d, const std::string& run_dir, int ranks);
+// Ranks [max(1, first), ranks).
+Status WriteRankLosses(const RunData& d, const std::string& run_dir, int ranks, int first = 1);
 
 // Writes `d` as a real run directory with trainscope::Writer (+ RUN/profile files).
 Status WriteRun(const RunData& d, const std::string& run_dir);

@@ -16,7 +16,7 @@ Result<size_t> RunReader::Impl::Refresh() {
   if (!names.ok()) return names.status();
   for (const auto& n : *names) {
     std::string sdir = JoinPath(dir_, n);
-    if (schema::IsReservedRunDir(n) || n[0] == '.' ||
+    if (schema::IsReservedRunDir(n) || n[0] == '.' || options_.skip_streams.count(n) ||
         !env->IsDirectory(sdir) || streams_.count(n))
       continue;
     // A stream directory holds segments or a LOCK file.

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "report/test_runs.h"
 
@@ -45,19 +46,27 @@ int main(int argc, char** argv) {
     std::cerr << "--ranks must be in [1, 100000]\n";
     return 2;
   }
-  auto d = trainscope::testing::MakeSyntheticRun(o);
-  trainscope::testing::MakeRanks(&d, ranks);
+  namespace t = trainscope::testing;
+  auto d = t::MakeSyntheticRun(o);
+  // Rank 0 with the run (WriteRun), then one rank at a time (the same streams MakeRanks and
+  // WriteRun would write, in a generator that holds one rank's records, not all of them).
+  const std::vector<trainscope::StepRecord> base = d.steps["worker-0"];
+  if (ranks > 1) t::MakeRank(base, 0, &d.steps["worker-0"], &d.comm_wait_us["worker-0"]);
   d.manifest.name = out.substr(out.find_last_of('/') + 1);
   d.manifest.id.clear();  // a fresh id per directory (history keys on it)
-  auto st = trainscope::testing::WriteRun(d, out);
-  if (!st.ok()) {
+  auto fail = [](const trainscope::Status& st) {
     std::cerr << "make_synthetic_run: " << st.ToString() << "\n";
     return 1;
-  }
-  st = trainscope::testing::WriteRankLosses(d, out, ranks);
-  if (!st.ok()) {
-    std::cerr << "make_synthetic_run: " << st.ToString() << "\n";
-    return 1;
+  };
+  auto st = t::WriteRun(d, out);
+  if (!st.ok()) return fail(st);
+  std::vector<trainscope::StepRecord> steps;
+  std::vector<std::pair<int64_t, double>> waits;
+  for (int r = 1; r < ranks; ++r) {
+    t::MakeRank(base, r, &steps, &waits);
+    st = t::WriteRankStream(out, "worker-" + std::to_string(r), steps, waits);
+    if (st.ok()) st = t::WriteRankLosses(d, out, r + 1, r);
+    if (!st.ok()) return fail(st);
   }
   std::cout << out << "\n";
   return 0;
