@@ -423,11 +423,15 @@ action = {"type": "webhook", "url": sys.argv[1], "format": "slack"}
 with ts.Hook(os.environ["TRAINSCOPE_RUN_DIR"], system_monitor_interval_ms=0,
              rules=[FiresAt(2, [action])], writer_options={"flush_interval_ms": 10}) as hook:
     hook.register_module(model)
-    for _ in range(20):
+    outbox = os.path.join(os.environ["TRAINSCOPE_RUN_DIR"], "outbox")
+    for step in range(1000):  # until the alert waits in the outbox (bounded: about 20 s)
         model(torch.randn(3, 4)).pow(2).mean().backward()
         opt.step()
         opt.zero_grad()
         time.sleep(0.02)
+        if step >= 20 and os.path.isdir(outbox) and os.listdir(outbox):
+            break
+open(os.path.join(os.environ["TRAINSCOPE_RUN_DIR"], "closed"), "w").close()  # hook closed
 """
 
 
@@ -438,16 +442,24 @@ def test_trainscope_run_delivers_what_the_training_left(tmp_path, receiver):
     script = tmp_path / "train.py"
     script.write_text(TRAINING_THAT_ALERTS)
     receiver.down = True
-    back = threading.Timer(6.0, lambda: setattr(receiver, "down", False))
-    back.start()
     out = tmp_path / "run"
+    stop = threading.Event()
+
+    def back_once_the_hook_closed():  # the training has given up: trainscope run's turn
+        while not stop.is_set() and not (out / "closed").exists():
+            time.sleep(0.05)
+        receiver.down = False
+
+    back = threading.Thread(target=back_once_the_hook_closed, daemon=True)
+    back.start()
     try:
         p = subprocess.run([cli, "run", "--out", str(out), "--no-instrument", "--interval-ms",
                             "200", "--alert-wait-s", "30", "--", sys.executable, str(script),
                             receiver.url("/services/T0/B0/SECRETPATH")],
                            capture_output=True, text=True, timeout=120)
     finally:
-        back.cancel()
+        stop.set()
+        back.join(10)
     assert p.returncode == 0, p.stderr
     assert "delivering 1 alert the training left" in p.stderr, p.stderr
     assert "1 left alert delivered" in p.stderr, p.stderr

@@ -6,6 +6,7 @@ import json
 import os
 import pickle
 import subprocess
+import time
 import types
 
 import pytest
@@ -53,7 +54,9 @@ def _train_until_oom(run_dir, device, fill_at, oom_at):
     crit = torch.nn.MSELoss()
     x, y = torch.randn(16, 8), torch.randn(16, 1)
     with pytest.raises(torch.cuda.OutOfMemoryError):
-        with ts.Hook(run_dir, system_monitor_interval_ms=0,
+        # The watch looks at the device at the hook's stop checks (every stop_check_interval_ms
+        # at a step start, then every 25 steps at most): steps of about 1 ms give it several.
+        with ts.Hook(run_dir, system_monitor_interval_ms=0, stop_check_interval_ms=10,
                      writer_options={"flush_interval_ms": 10}) as hook:
             hook.register_module(model)
             hook.register_loss(crit)
@@ -69,6 +72,7 @@ def _train_until_oom(run_dir, device, fill_at, oom_at):
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+                time.sleep(0.001)
 
 
 def test_near_full_device_arms_the_history_and_the_oom_writes_a_snapshot(run_dir, monkeypatch):
