@@ -15,6 +15,7 @@ Targets (issue 26): step time <= 1.005x the local folder's; visibility p95 <= 2 
 import argparse
 import json
 import os
+import secrets
 import shutil
 import socket
 import statistics
@@ -110,14 +111,15 @@ def main():
     proc, port = start_moto(log)
     try:
         import boto3
-        env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "bench",
-               "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_REGION": "us-east-1",
+        key, secret = "bench", secrets.token_urlsafe(30)  # made for this run
+        env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": key,
+               "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1",
                "TRAINSCOPE_SPOOL_DIR": os.path.join(work, "spool"),
                "AWS_SHARED_CREDENTIALS_FILE": os.path.join(work, "none"),
                "AWS_CONFIG_FILE": os.path.join(work, "none")}
         os.environ.update(env)
-        boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id="bench",
-                     aws_secret_access_key="bench-secret",
+        boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id=key,
+                     aws_secret_access_key=secret,
                      region_name="us-east-1").create_bucket(Bucket=BUCKET)
         g = torch.Generator().manual_seed(0)
         batches = [(torch.rand(64, 784, generator=g), torch.randint(0, 10, (64,), generator=g))

@@ -6,6 +6,7 @@ proxy of this test between trainscope and the server (stopped: nothing listens, 
 are cut; started again on the same port)."""
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -130,7 +131,9 @@ def _setup(port, auth):
                 aws_secret_access_key="setup", region_name="us-east-1")
     boto3.client("s3", **anon).create_bucket(Bucket=BUCKET)
     if not auth:
-        return {"AccessKeyId": "AKIATRAINSCOPETEST01", "SecretAccessKey": "test-secret-9f8e7d"}
+        # made for this run: moto without authentication takes any pair
+        return {"AccessKeyId": "AKIA" + secrets.token_hex(8).upper(),
+                "SecretAccessKey": secrets.token_urlsafe(30)}
     iam = boto3.client("iam", **anon)  # with the bucket: the 4 unauthenticated calls
     iam.create_user(UserName="trainer")
     key = iam.create_access_key(UserName="trainer")["AccessKey"]
